@@ -1,0 +1,52 @@
+# fetchd: `make run` builds and starts the daemon; `make test` builds and runs every test.
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+SWIFT ?= swift
+# Debian packages the build, the tests and the shell client need.
+APT_PACKAGES_FOR_LIBS := libcurl:libcurl4-openssl-dev jansson:libjansson-dev
+APT_PACKAGES_FOR_CMDS := pkg-config:pkg-config jq:jq socat:socat nginx:nginx python3:python3 curl:curl
+FETCHD_ARGS ?=
+
+.PHONY: deps build release run test unit-test integration-test clean
+
+deps:
+	@missing=""; \
+	for pair in $(APT_PACKAGES_FOR_CMDS); do \
+	  cmd=$${pair%%:*}; pkg=$${pair#*:}; \
+	  if [ "$$cmd" = nginx ]; then test -x /usr/sbin/nginx || missing="$$missing $$pkg"; \
+	  else command -v $$cmd >/dev/null 2>&1 || missing="$$missing $$pkg"; fi; \
+	done; \
+	for pair in $(APT_PACKAGES_FOR_LIBS); do \
+	  lib=$${pair%%:*}; pkg=$${pair#*:}; \
+	  if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists $$lib; then missing="$$missing $$pkg"; fi; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+# Builds an optimised daemon and runs it in the foreground on the default socket.
+run: release
+	exec .build/release/fetchd $(FETCHD_ARGS)
+
+unit-test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+# The real fetchd binary against real nginx and the scriptable test server on loopback.
+integration-test: deps
+	$(SWIFT) build
+	FETCHD_BIN=$(CURDIR)/.build/debug/fetchd python3 tests/integration/run.py
+
+test: unit-test integration-test
+
+clean:
+	rm -rf .build

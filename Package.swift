@@ -1,0 +1,40 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Every target is compiled in Swift 6 language mode (strict concurrency) with the
+// upcoming features that make intent explicit.
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "fetchd",
+    products: [
+        .executable(name: "fetchd", targets: ["fetchd"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CJansson",
+            pkgConfig: "jansson",
+            providers: [.apt(["libjansson-dev"])]
+        ),
+        // Linux calls Swift's Glibc module does not show (epoll, eventfd, SO_PEERCRED).
+        .target(name: "CLinux"),
+        // HTTP: libcurl multi on one thread. Knows nothing of JSON or sockets.
+        .target(name: "FetchEngine", dependencies: ["CCurl"], swiftSettings: strict),
+        // JSON-RPC 2.0: JSON values, framing, dispatch. Knows nothing of HTTP.
+        .target(name: "JSONRPC", dependencies: ["CJansson"], swiftSettings: strict),
+        // The daemon joins them: socket server, one file per method, jobs, configuration.
+        .target(name: "FetchDaemon", dependencies: ["FetchEngine", "JSONRPC", "CLinux"], swiftSettings: strict),
+        .executableTarget(name: "fetchd", dependencies: ["FetchDaemon"], swiftSettings: strict),
+        .testTarget(name: "FetchEngineTests", dependencies: ["FetchEngine", "CCurl"], swiftSettings: strict),
+        .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"], swiftSettings: strict),
+        .testTarget(name: "FetchDaemonTests", dependencies: ["FetchDaemon", "JSONRPC", "FetchEngine"], swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,37 @@
+#ifndef FETCHD_CCURL_SHIM_H
+#define FETCHD_CCURL_SHIM_H
+#include <curl/curl.h>
+
+/* Swift cannot call C variadic functions: typed wrappers for the ones fetchd uses. */
+
+static inline CURLcode fetchd_easy_setopt_long(CURL *h, CURLoption o, long v) { return curl_easy_setopt(h, o, v); }
+static inline CURLcode fetchd_easy_setopt_off(CURL *h, CURLoption o, curl_off_t v) { return curl_easy_setopt(h, o, v); }
+static inline CURLcode fetchd_easy_setopt_ptr(CURL *h, CURLoption o, void *v) { return curl_easy_setopt(h, o, v); }
+static inline CURLcode fetchd_easy_setopt_str(CURL *h, CURLoption o, const char *v) { return curl_easy_setopt(h, o, v); }
+static inline CURLcode fetchd_easy_setopt_slist(CURL *h, CURLoption o, struct curl_slist *v) { return curl_easy_setopt(h, o, v); }
+
+typedef size_t (*fetchd_data_cb)(char *ptr, size_t size, size_t nmemb, void *userdata);
+typedef int (*fetchd_xferinfo_cb)(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow);
+typedef int (*fetchd_seek_cb)(void *userdata, curl_off_t offset, int origin);
+
+static inline CURLcode fetchd_easy_setopt_data_cb(CURL *h, CURLoption o, fetchd_data_cb cb) { return curl_easy_setopt(h, o, cb); }
+static inline CURLcode fetchd_easy_setopt_xferinfo_cb(CURL *h, fetchd_xferinfo_cb cb) { return curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, cb); }
+static inline CURLcode fetchd_easy_setopt_seek_cb(CURL *h, fetchd_seek_cb cb) { return curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, cb); }
+
+static inline CURLcode fetchd_easy_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
+static inline CURLcode fetchd_easy_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) { return curl_easy_getinfo(h, i, v); }
+static inline CURLcode fetchd_easy_getinfo_str(CURL *h, CURLINFO i, char **v) { return curl_easy_getinfo(h, i, v); }
+static inline CURLcode fetchd_easy_getinfo_ptr(CURL *h, CURLINFO i, void **v) { return curl_easy_getinfo(h, i, v); }
+
+static inline CURLMcode fetchd_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
+
+/* CURLMsg's data is a union; read it here. */
+static inline CURLcode fetchd_msg_result(CURLMsg *m) { return m->data.result; }
+
+/* Constants that are macros Swift may not import. */
+static inline long fetchd_http_version_2tls(void) { return CURL_HTTP_VERSION_2TLS; }
+static inline int fetchd_readfunc_abort(void) { return CURL_READFUNC_ABORT; }
+static inline int fetchd_seekfunc_ok(void) { return CURL_SEEKFUNC_OK; }
+static inline int fetchd_seekfunc_fail(void) { return CURL_SEEKFUNC_FAIL; }
+static inline long fetchd_global_all(void) { return CURL_GLOBAL_ALL; }
+#endif

@@ -1,0 +1,15 @@
+#ifndef FETCHD_CLINUX_H
+#define FETCHD_CLINUX_H
+/* Linux calls that Swift's Glibc module leaves out (see linux.c). */
+int fetchd_epoll_create(void);
+int fetchd_epoll_add(int ep, int fd, unsigned int events);
+int fetchd_epoll_mod(int ep, int fd, unsigned int events);
+int fetchd_epoll_del(int ep, int fd);
+/* Waits and writes (fd, events) pairs into fds and events; returns the count or -1. */
+int fetchd_epoll_wait(int ep, int *fds, unsigned int *events, int max, int timeout);
+int fetchd_eventfd(void);
+int fetchd_accept(int fd);
+int fetchd_peer_credentials(int fd, int *pid, unsigned int *uid);
+int fetchd_unix_socket(int nonblocking);
+extern const unsigned int FETCHD_EPOLLIN, FETCHD_EPOLLOUT, FETCHD_EPOLLRDHUP, FETCHD_EPOLLHUP, FETCHD_EPOLLERR;
+#endif

@@ -1,0 +1,49 @@
+/* Linux calls that Swift's Glibc module leaves out: epoll, eventfd, accept4, SO_PEERCRED.
+ * Compiled here, with _GNU_SOURCE, so that the header Swift sees needs no system headers. */
+#define _GNU_SOURCE
+#include "CLinux.h"
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+
+int fetchd_epoll_add(int ep, int fd, unsigned int events) {
+    struct epoll_event ev = { .events = events, .data = { .fd = fd } };
+    return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+}
+int fetchd_epoll_mod(int ep, int fd, unsigned int events) {
+    struct epoll_event ev = { .events = events, .data = { .fd = fd } };
+    return epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
+}
+int fetchd_epoll_del(int ep, int fd) {
+    return epoll_ctl(ep, EPOLL_CTL_DEL, fd, 0);
+}
+/* Waits and writes (fd, events) pairs into out; returns the count or -1. */
+int fetchd_epoll_wait(int ep, int *fds, unsigned int *events, int max, int timeout) {
+    struct epoll_event evs[256];
+    if (max > 256) max = 256;
+    int n = epoll_wait(ep, evs, max, timeout);
+    for (int i = 0; i < n; i++) { fds[i] = evs[i].data.fd; events[i] = evs[i].events; }
+    return n;
+}
+int fetchd_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+int fetchd_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+int fetchd_accept(int fd) { return accept4(fd, 0, 0, SOCK_NONBLOCK | SOCK_CLOEXEC); }
+int fetchd_peer_credentials(int fd, int *pid, unsigned int *uid) {
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
+    *pid = cred.pid;
+    *uid = cred.uid;
+    return 0;
+}
+int fetchd_unix_socket(int nonblocking) {
+    return socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0);
+}
+const unsigned int FETCHD_EPOLLIN = EPOLLIN;
+const unsigned int FETCHD_EPOLLOUT = EPOLLOUT;
+const unsigned int FETCHD_EPOLLRDHUP = EPOLLRDHUP;
+const unsigned int FETCHD_EPOLLHUP = EPOLLHUP;
+const unsigned int FETCHD_EPOLLERR = EPOLLERR;

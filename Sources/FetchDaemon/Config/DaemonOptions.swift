@@ -1,0 +1,114 @@
+import Foundation
+
+/// The daemon's command line, parsed from one declarative table of options.
+public struct DaemonOptions: Sendable, Equatable {
+    public var socketPath: String?
+    public var caFile: String?
+    public var maxMessageBytes = 16 << 20
+    public var allowedDirectories: [String] = []
+    public var shutdownGraceSeconds = 5.0
+    public var verbose = false
+
+    public init() {}
+
+    public enum Command: Equatable, Sendable {
+        case run(DaemonOptions)
+        case help
+        case version
+    }
+
+    public struct UsageError: Error, CustomStringConvertible, Equatable {
+        public let description: String
+    }
+
+    private struct Option: Sendable {
+        let name: String
+        let argument: String?
+        let help: String
+        let apply: @Sendable (inout DaemonOptions, String) throws(UsageError) -> Void
+    }
+
+    private static let table: [Option] = [
+        Option(name: "--socket", argument: "PATH", help: "Unix socket to listen on (default: $FETCHD_SOCKET, $XDG_RUNTIME_DIR/fetchd.sock, /tmp/fetchd-<uid>.sock)") { o, v throws(UsageError) in
+            o.socketPath = try absolutePath(v, option: "--socket")
+        },
+        Option(name: "--ca-file", argument: "PATH", help: "CA bundle for TLS verification instead of the system store") { o, v throws(UsageError) in
+            o.caFile = v
+        },
+        Option(name: "--max-message-bytes", argument: "N", help: "longest JSON-RPC line accepted (default 16777216)") { o, v throws(UsageError) in
+            guard let n = Int(v), n >= 64 else { throw UsageError(description: "--max-message-bytes takes a number of at least 64") }
+            o.maxMessageBytes = n
+        },
+        Option(name: "--allow-dir", argument: "DIR", help: "only files under these directories may be read or written (repeatable; default: any)") { o, v throws(UsageError) in
+            o.allowedDirectories.append(try absolutePath(v, option: "--allow-dir"))
+        },
+        Option(name: "--shutdown-grace", argument: "SECONDS", help: "on SIGTERM, how long running jobs may finish before they are cancelled (default 5)") { o, v throws(UsageError) in
+            guard let s = Double(v), s >= 0, s <= 3600 else { throw UsageError(description: "--shutdown-grace takes seconds from 0 to 3600") }
+            o.shutdownGraceSeconds = s
+        },
+        Option(name: "--verbose", argument: nil, help: "log connections and requests to stderr") { o, _ throws(UsageError) in
+            o.verbose = true
+        },
+    ]
+
+    public static func parse(_ arguments: [String]) throws(UsageError) -> Command {
+        var options = DaemonOptions()
+        var index = 0
+        while index < arguments.count {
+            let word = arguments[index]
+            if word == "--help" || word == "-h" { return .help }
+            if word == "--version" { return .version }
+            var name = word
+            var inlineValue: String? = nil
+            if let equals = word.firstIndex(of: "="), word.hasPrefix("--") {
+                name = String(word[..<equals])
+                inlineValue = String(word[word.index(after: equals)...])
+            }
+            guard let option = table.first(where: { $0.name == name }) else {
+                throw UsageError(description: "unknown option \(word) (see fetchd --help)")
+            }
+            var value = ""
+            if option.argument != nil {
+                if let inlineValue {
+                    value = inlineValue
+                } else {
+                    index += 1
+                    guard index < arguments.count else { throw UsageError(description: "\(name) needs a value") }
+                    value = arguments[index]
+                }
+            }
+            try option.apply(&options, value)
+            index += 1
+        }
+        return .run(options)
+    }
+
+    public static var helpText: String {
+        var lines = [
+            "usage: fetchd [OPTIONS]",
+            "",
+            "fetchd does HTTP for other programs: they speak JSON-RPC 2.0 to it on a Unix socket.",
+            "",
+            "options:",
+        ]
+        for option in table {
+            let left = option.argument.map { "\(option.name) \($0)" } ?? option.name
+            lines.append("  " + left.padding(toLength: 26, withPad: " ", startingAt: 0) + option.help)
+        }
+        lines.append("  " + "--help".padding(toLength: 26, withPad: " ", startingAt: 0) + "show this help")
+        lines.append("  " + "--version".padding(toLength: 26, withPad: " ", startingAt: 0) + "show the version")
+        lines.append("")
+        lines.append("SIGTERM or SIGINT: stop accepting, answer what is pending, remove the socket, exit 0.")
+        return lines.joined(separator: "\n")
+    }
+
+    private static func absolutePath(_ path: String, option: String) throws(UsageError) -> String {
+        guard !path.isEmpty else { throw UsageError(description: "\(option) needs a path") }
+        if path.hasPrefix("/") { return path }
+        return FileManager.default.currentDirectoryPath + "/" + path
+    }
+}
+
+public enum FetchdVersion {
+    public static let text = "0.1.0"
+}

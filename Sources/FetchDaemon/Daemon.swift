@@ -1,0 +1,84 @@
+import FetchEngine
+import Foundation
+import JSONRPC
+
+/// Joins the engine and the JSON-RPC layer: owns the engine, the jobs and the socket server
+/// and passes them down to the methods. Nothing here is global.
+public final class Daemon: Sendable {
+    public let options: DaemonOptions
+    public let socketPath: String
+    private let log: Logger
+    private let engine: HTTPEngine
+    private let jobs: JobRegistry
+    private let server: SocketServer
+
+    public init(options: DaemonOptions, environment: [String: String]) throws {
+        self.options = options
+        log = Logger(minimum: options.verbose ? .debug : .notice)
+        socketPath = SocketPath.resolve(flag: options.socketPath, environment: environment, uid: getuid())
+        engine = HTTPEngine(settings: EngineSettings(caFile: options.caFile, userAgent: "fetchd/\(FetchdVersion.text)"))
+        let jobs = JobRegistry(engine: engine)
+        self.jobs = jobs
+        let runner = JobRunner(engine: engine, jobs: jobs)
+        let policy = FilePolicy(allowedDirectories: options.allowedDirectories)
+        let startedAt = ContinuousClock.now
+
+        // The server exists only after the methods, but getStatus asks it for a count.
+        let serverBox = ServerBox()
+        let methods: [any RPCMethod] = [
+            PingMethod(),
+            GetStatusMethod(jobs: jobs, startedAt: startedAt) { serverBox.server?.connectionCount ?? 0 },
+            FetchMethod(runner: runner, policy: policy),
+            CancelMethod(jobs: jobs),
+            ListJobsMethod(jobs: jobs),
+        ]
+        let dispatcher = RPCDispatcher(methods: methods, mapError: ErrorMapping.rpcError(for:))
+        let log = self.log
+        let hooks = Connection.Hooks(
+            answer: { line, context in await dispatcher.answer(line: line, context: context) },
+            maxMessageBytes: options.maxMessageBytes,
+            vanished: { id in
+                log.debug("connection \(id): peer gone; cancelling its jobs")
+                jobs.connectionVanished(id)
+            },
+            closed: { id in
+                log.debug("connection \(id) closed")
+                jobs.connectionClosed(id)
+            })
+        server = try SocketServer(path: socketPath, hooks: hooks, log: log)
+        serverBox.server = server
+    }
+
+    public func start() {
+        server.start()
+        log.notice("fetchd \(FetchdVersion.text) listening on \(socketPath)")
+    }
+
+    /// Stops as protocol.md says: no new connections or jobs, running jobs get the grace
+    /// period, then the rest are answered "cancelled by shutdown"; every answer is flushed,
+    /// the socket file removed.
+    public func shutdown() {
+        log.notice("stopping")
+        server.stopListening()
+        jobs.beginShutdown()
+        waitUntil(seconds: options.shutdownGraceSeconds) { self.jobs.liveCount == 0 }
+        jobs.cancelAll(by: .shutdown)
+        waitUntil(seconds: 5) { self.jobs.liveCount == 0 && self.server.allDrained }
+        server.closeAll()
+        engine.shutdown()
+        log.notice("stopped")
+    }
+
+    private func waitUntil(seconds: Double, _ condition: () -> Bool) {
+        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        while !condition() && ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+    }
+}
+
+/// Lets a method reach the server that is created after it.
+private final class ServerBox: @unchecked Sendable {
+    // Written once during Daemon.init, before any connection can exist.
+    var server: SocketServer?
+}

@@ -1,0 +1,123 @@
+import FetchEngine
+import Synchronization
+
+/// Who stopped a job (the `by` of a -32002 error).
+enum CancelReason: String, Sendable {
+    case cancel, disconnect, shutdown
+}
+
+/// A job stopped before it finished.
+struct JobCancelled: Error {
+    let jobID: String
+    let by: CancelReason
+}
+
+/// A job's transfer failed after all its attempts.
+struct JobFailed: Error {
+    let jobID: String
+    let attempts: Int
+    let error: TransferError
+}
+
+/// One live request of `fetch`, `download` or `upload`, from registration to its answer.
+/// Its lock orders a transfer's start against a cancel, so a cancel is never lost between
+/// "not started yet" and "running".
+final class Job: Sendable {
+    enum State: String, Sendable {
+        case queued, running, waiting
+    }
+
+    struct Snapshot: Sendable {
+        let jobID: String
+        let method: String
+        let url: String
+        let state: State
+        let attempt: Int
+        let progress: TransferProgress?
+        let comment: String?
+    }
+
+    let id: String
+    let transferID: UInt64
+    let connectionID: UInt64
+    let detach: Bool
+    let method: String
+    let url: String
+    let comment: String?
+    private let mutable = Mutex(Mutable())
+
+    private struct Mutable {
+        var state = State.queued
+        var attempt = 0
+        var cancelledBy: CancelReason?
+        var finished = false
+        var progress: TransferProgress?
+    }
+
+    init(id: String, transferID: UInt64, connectionID: UInt64, detach: Bool, method: String, url: String, comment: String?) {
+        self.id = id
+        self.transferID = transferID
+        self.connectionID = connectionID
+        self.detach = detach
+        self.method = method
+        self.url = url
+        self.comment = comment
+    }
+
+    var attempts: Int { mutable.withLock { $0.attempt } }
+
+    var snapshot: Snapshot {
+        mutable.withLock {
+            Snapshot(jobID: id, method: method, url: url, state: $0.state, attempt: $0.attempt,
+                     progress: $0.progress, comment: comment)
+        }
+    }
+
+    /// Runs one attempt on the engine, unless the job was cancelled first.
+    func attempt(
+        _ request: HTTPRequest, on engine: HTTPEngine, onProgress: (@Sendable (TransferProgress) -> Void)?
+    ) async throws -> HTTPResponse {
+        let observe: @Sendable (TransferProgress) -> Void = { [self] progress in
+            mutable.withLock { $0.progress = progress }
+            onProgress?(progress)
+        }
+        let outcome: Result<HTTPResponse, TransferError> = try await withCheckedThrowingContinuation { continuation in
+            let refusal = mutable.withLock { m -> (any Error)? in
+                if let by = m.cancelledBy { return JobCancelled(jobID: id, by: by) }
+                do {
+                    try engine.start(request, id: transferID, onProgress: observe) { result in
+                        continuation.resume(returning: result)
+                    }
+                } catch {
+                    return error
+                }
+                m.state = .running
+                m.attempt += 1
+                return nil
+            }
+            if let refusal { continuation.resume(throwing: refusal) }
+        }
+        // A cancel that was acknowledged wins over a result that raced it.
+        if let by = mutable.withLock({ $0.cancelledBy }) { throw JobCancelled(jobID: id, by: by) }
+        switch outcome {
+        case .success(let response): return response
+        case .failure(let error): throw JobFailed(jobID: id, attempts: attempts, error: error)
+        }
+    }
+
+    /// Marks the job cancelled and stops its transfer. False when it had already finished
+    /// or been cancelled.
+    func cancel(by reason: CancelReason, engine: HTTPEngine) -> Bool {
+        mutable.withLock { m -> Bool in
+            guard !m.finished, m.cancelledBy == nil else { return false }
+            m.cancelledBy = reason
+            if m.state == .running { engine.cancel(transferID) }
+            return true
+        }
+    }
+
+    /// After this, cancels answer false.
+    func markFinished() {
+        mutable.withLock { $0.finished = true }
+    }
+}

@@ -1,0 +1,109 @@
+import FetchEngine
+import JSONRPC
+import Synchronization
+
+/// Every live job by id, and the counters `getStatus` reports.
+final class JobRegistry: Sendable {
+    struct Counts: Sendable {
+        var queued = 0, running = 0, waiting = 0, finished = 0, failed = 0
+    }
+
+    private let engine: HTTPEngine
+    private let state = Mutex(State())
+
+    private struct State {
+        var live: [String: Job] = [:]
+        var nextNumber: UInt64 = 1
+        var finished = 0
+        var failed = 0
+        /// Connections whose peer is gone: their new non-detached jobs are cancelled at once.
+        var vanishedConnections: Set<UInt64> = []
+        var shuttingDown = false
+    }
+
+    init(engine: HTTPEngine) {
+        self.engine = engine
+    }
+
+    /// Registers a job under the client's id, or a fresh one.
+    func register(jobID: String?, connectionID: UInt64, detach: Bool, method: String, url: String, comment: String?) throws -> Job {
+        try state.withLock { s throws -> Job in
+            if s.shuttingDown { throw JobCancelled(jobID: jobID ?? "", by: .shutdown) }
+            let number = s.nextNumber
+            s.nextNumber += 1
+            var id = jobID ?? "job-\(number)"
+            if let jobID {
+                guard s.live[jobID] == nil else {
+                    throw RPCError.invalidParams(field: "jobId", "a live job already has the id \"\(jobID)\"")
+                }
+            } else {
+                var extra = number
+                while s.live[id] != nil {
+                    extra += 1_000_000
+                    id = "job-\(extra)"
+                }
+            }
+            if !detach && s.vanishedConnections.contains(connectionID) {
+                throw JobCancelled(jobID: id, by: .disconnect)
+            }
+            let job = Job(id: id, transferID: number, connectionID: connectionID, detach: detach,
+                          method: method, url: url, comment: comment)
+            s.live[id] = job
+            return job
+        }
+    }
+
+    func finish(_ job: Job, succeeded: Bool) {
+        job.markFinished()
+        state.withLock { s in
+            s.live[job.id] = nil
+            if succeeded { s.finished += 1 } else { s.failed += 1 }
+        }
+    }
+
+    func cancel(jobID: String, by reason: CancelReason) -> Bool {
+        guard let job = state.withLock({ $0.live[jobID] }) else { return false }
+        return job.cancel(by: reason, engine: engine)
+    }
+
+    /// The connection's peer is gone: its jobs stop unless they were sent with `detach`.
+    func connectionVanished(_ connectionID: UInt64) {
+        let jobs = state.withLock { s -> [Job] in
+            s.vanishedConnections.insert(connectionID)
+            return s.live.values.filter { $0.connectionID == connectionID && !$0.detach }
+        }
+        for job in jobs { _ = job.cancel(by: .disconnect, engine: engine) }
+    }
+
+    func connectionClosed(_ connectionID: UInt64) {
+        state.withLock { _ = $0.vanishedConnections.remove(connectionID) }
+    }
+
+    /// Refuses new jobs from now on.
+    func beginShutdown() {
+        state.withLock { $0.shuttingDown = true }
+    }
+
+    func cancelAll(by reason: CancelReason) {
+        for job in state.withLock({ Array($0.live.values) }) { _ = job.cancel(by: reason, engine: engine) }
+    }
+
+    var liveCount: Int { state.withLock { $0.live.count } }
+
+    var snapshots: [Job.Snapshot] {
+        state.withLock { Array($0.live.values) }.map(\.snapshot).sorted { $0.jobID < $1.jobID }
+    }
+
+    var counts: Counts {
+        let (jobs, finished, failed) = state.withLock { (Array($0.live.values), $0.finished, $0.failed) }
+        var counts = Counts(finished: finished, failed: failed)
+        for job in jobs {
+            switch job.snapshot.state {
+            case .queued: counts.queued += 1
+            case .running: counts.running += 1
+            case .waiting: counts.waiting += 1
+            }
+        }
+        return counts
+    }
+}

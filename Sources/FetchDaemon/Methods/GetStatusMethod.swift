@@ -1,0 +1,32 @@
+import Foundation
+import JSONRPC
+
+/// `getStatus`: version, pid, uptime, connections and job counts.
+struct GetStatusMethod: RPCMethod {
+    static let name = "getStatus"
+
+    let jobs: JobRegistry
+    let startedAt: ContinuousClock.Instant
+    let connectionCount: @Sendable () -> Int
+
+    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
+        let reader = try ParamReader(params)
+        try reader.finish()
+        let counts = jobs.counts
+        let uptime = ContinuousClock.now - startedAt
+        let seconds = Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18
+        return [
+            "version": .string(FetchdVersion.text),
+            "pid": JSONValue(Int(getpid())),
+            "uptimeSeconds": .double((seconds * 1000).rounded() / 1000),
+            "connections": JSONValue(connectionCount()),
+            "jobs": [
+                "queued": JSONValue(counts.queued), "running": JSONValue(counts.running),
+                "waiting": JSONValue(counts.waiting), "finished": JSONValue(counts.finished),
+                "failed": JSONValue(counts.failed),
+            ],
+            // HTTP logging arrives with setLogging; until then it is always off.
+            "logging": ["enabled": false, "directory": .null],
+        ]
+    }
+}

@@ -1,0 +1,25 @@
+import JSONRPC
+
+/// `listJobs`: every live job with its state, attempt and bytes.
+struct ListJobsMethod: RPCMethod {
+    static let name = "listJobs"
+
+    let jobs: JobRegistry
+
+    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
+        let reader = try ParamReader(params)
+        try reader.finish()
+        let list: [JSONValue] = jobs.snapshots.map { job in
+            let progress = job.progress
+            return [
+                "jobId": .string(job.jobID), "method": .string(job.method), "url": .string(job.url),
+                "state": .string(job.state.rawValue), "attempt": JSONValue(job.attempt),
+                "sentBytes": .integer(progress?.sentBytes ?? 0),
+                "receivedBytes": .integer(progress?.receivedBytes ?? 0),
+                "totalBytes": progress?.totalReceiveBytes.map(JSONValue.integer) ?? .null,
+                "comment": JSONValue(job.comment),
+            ]
+        }
+        return ["jobs": .array(list)]
+    }
+}

@@ -1,0 +1,39 @@
+import Foundation
+import JSONRPC
+
+/// Which local files requests may read or write: absolute paths only, and with
+/// `--allow-dir`, only under those directories (symbolic links resolved first).
+struct FilePolicy: Sendable {
+    let allowedDirectories: [String]
+
+    func checkReadable(_ path: String, field: String) throws {
+        guard path.hasPrefix("/") else {
+            throw RPCError.invalidParams(field: field, "must be an absolute path")
+        }
+        guard !allowedDirectories.isEmpty else { return }
+        let resolved = Self.resolve(path)
+        let allowed = allowedDirectories.map(Self.resolve).contains { dir in
+            resolved == dir || resolved.hasPrefix(dir.hasSuffix("/") ? dir : dir + "/")
+        }
+        guard allowed else {
+            throw NotAllowed(detail: "\(path) is outside the allowed directories (--allow-dir)")
+        }
+    }
+
+    private static func resolve(_ path: String) -> String {
+        guard let real = realpath(path, nil) else {
+            // A file that does not exist yet: resolve its directory.
+            let directory = (path as NSString).deletingLastPathComponent
+            guard directory != path, let realDirectory = realpath(directory, nil) else { return path }
+            defer { free(realDirectory) }
+            return String(cString: realDirectory) + "/" + (path as NSString).lastPathComponent
+        }
+        defer { free(real) }
+        return String(cString: real)
+    }
+}
+
+/// A request the daemon's policy refuses (-32004).
+struct NotAllowed: Error {
+    let detail: String
+}

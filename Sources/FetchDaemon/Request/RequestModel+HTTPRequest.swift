@@ -1,0 +1,41 @@
+import FetchEngine
+import JSONRPC
+
+extension RequestModel {
+    /// The engine's request: query appended, body encoded, content type chosen.
+    func httpRequest(maxBodyBytes: Int) -> HTTPRequest {
+        let url = URLEncoding.appendingQuery(query.map { ($0.name, $0.value) }, to: self.url.text)
+        var headers = self.headers
+        var engineBody = RequestBody.none
+        var contentType: String? = nil
+        switch body {
+        case .none: break
+        case .json(let value):
+            engineBody = .bytes(JSONCodec.encode(value))
+            contentType = "application/json"
+        case .form(let items):
+            engineBody = .bytes(Array(URLEncoding.form(items.map { ($0.name, $0.value) }).utf8))
+            contentType = "application/x-www-form-urlencoded"
+        case .text(let text):
+            engineBody = .bytes(Array(text.utf8))
+            contentType = "text/plain; charset=utf-8"
+        case .bytes(let bytes):
+            engineBody = .bytes(bytes)
+            contentType = "application/octet-stream"
+        case .file(let path):
+            engineBody = .file(path: path)
+            contentType = "application/octet-stream"
+        }
+        if let contentType, !headers.contains(where: { $0.name.lowercased() == "content-type" }) {
+            headers.append(HTTPHeader("Content-Type", contentType))
+        }
+        return HTTPRequest(
+            method: method, url: url, headers: headers, body: engineBody,
+            timeoutMs: Self.milliseconds(timeout), connectTimeoutMs: Self.milliseconds(connectTimeout),
+            maxRedirects: maxRedirects, maxBodyBytes: maxBodyBytes)
+    }
+
+    private static func milliseconds(_ seconds: Double) -> Int {
+        max(1, Int((seconds * 1000).rounded(.up)))
+    }
+}

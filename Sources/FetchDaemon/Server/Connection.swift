@@ -1,0 +1,240 @@
+import Foundation
+internal import CLinux
+import JSONRPC
+import Synchronization
+
+/// One client on the socket: reads lines on the event loop, answers from any thread.
+///
+/// Answers are never dropped; the bytes owed to a client that reads slowly are bounded by
+/// no longer reading its requests while more than `pauseReadingAboveBytes` wait.
+/// Notifications to such a client are coalesced per key (the newest progress of a job
+/// replaces an older one still waiting), so they never pile up without bound.
+final class Connection: Sendable {
+    struct Hooks: Sendable {
+        /// Answers one line; nil when nothing is owed.
+        let answer: @Sendable (_ line: [UInt8], _ context: RPCContext) async -> JSONValue?
+        let maxMessageBytes: Int
+        /// The peer is gone (not just half-closed): its jobs may be cancelled.
+        let vanished: @Sendable (_ connectionID: UInt64) -> Void
+        let closed: @Sendable (_ connectionID: UInt64) -> Void
+    }
+
+    static let pauseReadingAboveBytes = 4 << 20
+    static let coalesceNotificationsAboveBytes = 256 << 10
+
+    let id: UInt64
+    let fd: Int32
+    private let loop: EventLoop
+    private let hooks: Hooks
+    private let state: Mutex<State>
+    // Event loop thread only.
+    private nonisolated(unsafe) var framer: LineFramer
+
+    private struct State {
+        var outbound = OutboundBuffer()
+        var pendingNotifications: [(key: String, line: [UInt8])] = []
+        var inFlight = 0
+        var readClosed = false
+        var readPaused = false
+        var vanished = false
+        var closed = false
+        var interest: UInt32 = 0
+    }
+
+    init(id: UInt64, fd: Int32, loop: EventLoop, hooks: Hooks) {
+        self.id = id
+        self.fd = fd
+        self.loop = loop
+        self.hooks = hooks
+        framer = LineFramer(maxLineBytes: hooks.maxMessageBytes)
+        state = Mutex(State())
+    }
+
+    // Readable and peer-half-closed are level-triggered: asked for only while reading, or an
+    // ended or paused reader would wake the loop forever. HUP and ERR always come.
+    private static let readEvents = FETCHD_EPOLLIN | FETCHD_EPOLLRDHUP
+
+    /// Loop thread.
+    func start() {
+        let events = Self.readEvents
+        state.withLock { $0.interest = events }
+        loop.register(fd, events: events) { [self] events in handle(events) }
+    }
+
+    var context: RPCContext {
+        RPCContext(connectionID: id) { [weak self] method, params in
+            self?.notify(method: method, params: params)
+        }
+    }
+
+    // MARK: reading (loop thread)
+
+    private func handle(_ events: UInt32) {
+        if events & (FETCHD_EPOLLIN | FETCHD_EPOLLHUP | FETCHD_EPOLLRDHUP | FETCHD_EPOLLERR) != 0 {
+            readAvailable()
+        }
+        if events & FETCHD_EPOLLOUT != 0 {
+            flush()
+        }
+        if events & (FETCHD_EPOLLHUP | FETCHD_EPOLLERR) != 0 {
+            peerVanished()
+        }
+        closeIfDone()
+    }
+
+    private func readAvailable() {
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            if state.withLock({ $0.readPaused || $0.readClosed || $0.closed }) { return }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n > 0 {
+                let events = buffer.withUnsafeBytes { framer.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                for event in events { dispatch(event) }
+            } else if n == 0 {
+                state.withLock { $0.readClosed = true }
+                updateInterest()
+                return
+            } else if errno == EINTR {
+                continue
+            } else if errno == EAGAIN || errno == EWOULDBLOCK {
+                return
+            } else {
+                peerVanished()
+                return
+            }
+        }
+    }
+
+    private func dispatch(_ event: LineFramer.Event) {
+        switch event {
+        case .tooLarge:
+            let error = RPCMessage.error(id: .null, .messageTooLarge(limit: hooks.maxMessageBytes))
+            send(RPCMessage.line(error))
+        case .line(let line):
+            state.withLock { $0.inFlight += 1 }
+            let context = self.context
+            let hooks = self.hooks
+            Task {
+                if let answer = await hooks.answer(line, context) {
+                    self.send(RPCMessage.line(answer))
+                }
+                self.state.withLock { $0.inFlight -= 1 }
+                self.loop.execute { self.closeIfDone() }
+            }
+        }
+    }
+
+    // MARK: writing (any thread)
+
+    /// Queues an answer; it is always delivered while the peer reads.
+    func send(_ line: [UInt8]) {
+        let gone = state.withLock { s -> Bool in
+            guard !s.vanished, !s.closed else { return false }
+            s.outbound.append(line)
+            return !s.outbound.flush(to: fd)
+        }
+        if gone { loop.execute { self.peerVanished(); self.closeIfDone() } }
+        updateInterest()
+    }
+
+    func notify(method: String, params: JSONValue) {
+        let line = RPCMessage.line(RPCMessage.notification(method: method, params: params))
+        let key = method + "\u{0}" + (params["jobId"]?.stringValue ?? "")
+        let queuedBehind = state.withLock { s -> Bool in
+            guard !s.vanished, !s.closed else { return true }
+            guard s.outbound.count > Self.coalesceNotificationsAboveBytes || !s.pendingNotifications.isEmpty else {
+                return false
+            }
+            if let index = s.pendingNotifications.firstIndex(where: { $0.key == key }) {
+                s.pendingNotifications[index].line = line
+            } else {
+                s.pendingNotifications.append((key, line))
+            }
+            return true
+        }
+        if !queuedBehind { send(line) } else { updateInterest() }
+    }
+
+    private func flush() {
+        let gone = state.withLock { s -> Bool in
+            guard !s.closed else { return false }
+            if !s.outbound.flush(to: fd) { return true }
+            // Coalesced notifications go out once answers have drained.
+            while s.outbound.count <= Self.coalesceNotificationsAboveBytes, !s.pendingNotifications.isEmpty {
+                s.outbound.append(s.pendingNotifications.removeFirst().line)
+                if !s.outbound.flush(to: fd) { return true }
+            }
+            return false
+        }
+        if gone { peerVanished() }
+        updateInterest()
+    }
+
+    /// Keeps epoll's interest in step with the state: write interest while bytes wait,
+    /// read interest unless paused or closed.
+    private func updateInterest() {
+        state.withLock { s in
+            guard !s.closed else { return }
+            let owed = s.outbound.count + s.pendingNotifications.count
+            s.readPaused = s.outbound.count > Self.pauseReadingAboveBytes
+            var events: UInt32 = 0
+            if !s.readPaused && !s.readClosed && !s.vanished { events |= Self.readEvents }
+            if owed > 0 && !s.vanished { events |= FETCHD_EPOLLOUT }
+            if events != s.interest {
+                s.interest = events
+                loop.modify(fd, events: events)
+            }
+        }
+    }
+
+    // MARK: closing (loop thread)
+
+    private func peerVanished() {
+        let first = state.withLock { s -> Bool in
+            guard !s.vanished else { return false }
+            s.vanished = true
+            s.readClosed = true
+            s.outbound.discard()
+            s.pendingNotifications.removeAll()
+            return true
+        }
+        guard first else { return }
+        // HUP is reported until the descriptor is closed; stop listening before waiting for
+        // the requests still running.
+        loop.unregister(fd)
+        hooks.vanished(id)
+    }
+
+    /// Closes once nothing more is owed: every answer written after a half-close, or every
+    /// request finished after the peer vanished.
+    private func closeIfDone() {
+        let shouldClose = state.withLock { s -> Bool in
+            guard !s.closed, s.readClosed, s.inFlight == 0 else { return false }
+            guard s.vanished || (s.outbound.isEmpty && s.pendingNotifications.isEmpty) else { return false }
+            s.closed = true
+            return true
+        }
+        guard shouldClose else { return }
+        loop.unregister(fd)
+        close(fd)
+        hooks.closed(id)
+    }
+
+    /// Loop thread: ends the connection now (daemon shutdown).
+    func forceClose() {
+        let wasOpen = state.withLock { s -> Bool in
+            guard !s.closed else { return false }
+            s.closed = true
+            return true
+        }
+        guard wasOpen else { return }
+        loop.unregister(fd)
+        close(fd)
+        hooks.closed(id)
+    }
+
+    /// Whether everything owed has been written.
+    var isDrained: Bool {
+        state.withLock { $0.inFlight == 0 && ($0.vanished || ($0.outbound.isEmpty && $0.pendingNotifications.isEmpty)) }
+    }
+}

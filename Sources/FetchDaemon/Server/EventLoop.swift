@@ -1,0 +1,98 @@
+import Foundation
+internal import CLinux
+import Synchronization
+
+/// A small epoll loop on its own thread. Handlers are registered and run on that thread;
+/// `modify` and `execute` may be called from any thread.
+final class EventLoop: @unchecked Sendable {
+    typealias Handler = (_ events: UInt32) -> Void
+
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private let queued = Mutex<[@Sendable () -> Void]>([])
+    private let stopped = Atomic<Bool>(false)
+    // Loop thread only.
+    private var handlers: [Int32: Handler] = [:]
+
+    init() throws {
+        epollFD = fetchd_epoll_create()
+        wakeFD = fetchd_eventfd()
+        guard epollFD >= 0, wakeFD >= 0 else { throw SystemError.last("epoll") }
+        fetchd_epoll_add(epollFD, wakeFD, FETCHD_EPOLLIN)
+    }
+
+    deinit {
+        close(epollFD)
+        close(wakeFD)
+    }
+
+    func start(name: String) {
+        let thread = Thread { [self] in run() }
+        thread.name = name
+        thread.start()
+    }
+
+    /// Loop thread only.
+    func register(_ fd: Int32, events: UInt32, handler: @escaping Handler) {
+        handlers[fd] = handler
+        fetchd_epoll_add(epollFD, fd, events)
+    }
+
+    /// Any thread.
+    func modify(_ fd: Int32, events: UInt32) {
+        fetchd_epoll_mod(epollFD, fd, events)
+    }
+
+    /// Loop thread only.
+    func unregister(_ fd: Int32) {
+        handlers[fd] = nil
+        fetchd_epoll_del(epollFD, fd)
+    }
+
+    /// Runs `block` on the loop thread soon.
+    func execute(_ block: @escaping @Sendable () -> Void) {
+        queued.withLock { $0.append(block) }
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
+    }
+
+    func stop() {
+        stopped.store(true, ordering: .relaxed)
+        execute {}
+    }
+
+    private func run() {
+        var fds = [Int32](repeating: 0, count: 256)
+        var events = [UInt32](repeating: 0, count: 256)
+        while !stopped.load(ordering: .relaxed) {
+            let count = fetchd_epoll_wait(epollFD, &fds, &events, 256, -1)
+            if count < 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            for index in 0..<Int(count) {
+                let fd = fds[index]
+                if fd == wakeFD {
+                    var value: UInt64 = 0
+                    _ = read(wakeFD, &value, 8)
+                    let blocks = queued.withLock { q -> [@Sendable () -> Void] in
+                        let taken = q
+                        q.removeAll()
+                        return taken
+                    }
+                    for block in blocks { block() }
+                } else if let handler = handlers[fd] {
+                    handler(events[index])
+                }
+            }
+        }
+    }
+}
+
+/// An errno with the call that failed, for startup and socket errors.
+struct SystemError: Error, CustomStringConvertible {
+    let call: String
+    let code: Int32
+    static func last(_ call: String) -> SystemError { SystemError(call: call, code: errno) }
+    var description: String { "\(call): \(String(cString: strerror(code)))" }
+}

@@ -1,0 +1,136 @@
+internal import CCurl
+import Foundation
+import Synchronization
+
+/// The engine thread's loop. Everything except `submit` and `activeCount` runs on that one
+/// thread, which is what makes the unchecked Sendable sound.
+final class EngineLoop: @unchecked Sendable {
+    enum Command {
+        case start(Transfer)
+        case cancel(UInt64)
+        case stop
+    }
+
+    private let settings: EngineSettings
+    private let multi: UnsafeMutableRawPointer
+    private let commands = Mutex<[Command]>([])
+    let activeCount = Atomic<Int>(0)
+
+    // Engine thread only.
+    private var active: [UInt64: Transfer] = [:]
+    private var handlePool: [UnsafeMutableRawPointer] = []
+    private var stopping = false
+
+    init(settings: EngineSettings) {
+        _ = engineGlobalInit
+        self.settings = settings
+        multi = curl_multi_init()
+        fetchd_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxCachedConnections)
+    }
+
+    func submit(_ command: Command) {
+        commands.withLock { $0.append(command) }
+        curl_multi_wakeup(multi)
+    }
+
+    func run() {
+        var running: Int32 = 0
+        while !stopping || !active.isEmpty {
+            drainCommands()
+            if stopping && active.isEmpty { break }
+            curl_multi_perform(multi, &running)
+            collectFinished()
+            // Sleeps until a socket is ready, a curl timer is due, or submit() wakes it.
+            curl_multi_poll(multi, nil, 0, 1000, nil)
+        }
+        for handle in handlePool { curl_easy_cleanup(handle) }
+        handlePool.removeAll()
+        curl_multi_cleanup(multi)
+    }
+
+    private func drainCommands() {
+        let pending = commands.withLock { queue -> [Command] in
+            let taken = queue
+            queue.removeAll(keepingCapacity: true)
+            return taken
+        }
+        for command in pending {
+            switch command {
+            case .start(let transfer): begin(transfer)
+            case .cancel(let id): cancel(id, reason: "cancelled")
+            case .stop:
+                stopping = true
+                for id in Array(active.keys) { cancel(id, reason: "engine stopped") }
+            }
+        }
+    }
+
+    private func begin(_ transfer: Transfer) {
+        if stopping {
+            transfer.finish(.failure(TransferError(.cancelled, "engine stopped")))
+            return
+        }
+        if let previous = active[transfer.id] {
+            // Ids are the caller's; a clash would orphan the older one, so refuse the newer.
+            _ = previous
+            transfer.finish(.failure(TransferError(.other, "duplicate transfer id \(transfer.id)")))
+            return
+        }
+        let easy = handlePool.popLast() ?? curl_easy_init()!
+        transfer.configure(easy, settings: settings)
+        active[transfer.id] = transfer
+        activeCount.store(active.count, ordering: .relaxed)
+        curl_multi_add_handle(multi, easy)
+    }
+
+    private func cancel(_ id: UInt64, reason: String) {
+        guard let transfer = active[id] else { return }
+        end(transfer, .failure(TransferError(.cancelled, reason)))
+    }
+
+    private func collectFinished() {
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(multi, &remaining) {
+            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+            var pointer: UnsafeMutableRawPointer? = nil
+            fetchd_easy_getinfo_ptr(easy, CURLINFO_PRIVATE, &pointer)
+            guard let pointer else { continue }
+            let transfer = Unmanaged<Transfer>.fromOpaque(pointer).takeUnretainedValue()
+            let code = fetchd_msg_result(message)
+            if code == CURLE_OK {
+                end(transfer, .success(transfer.response()))
+            } else if code == CURLE_WRITE_ERROR && transfer.bodyTooLarge {
+                let limit = transfer.request.maxBodyBytes
+                end(transfer, .failure(TransferError(.bodyTooLarge, "the body is larger than maxBodyBytes (\(limit))")))
+            } else {
+                end(transfer, .failure(TransferError.from(code: code, detail: transfer.errorText)))
+            }
+        }
+    }
+
+    /// Takes the transfer out of the multi handle, reports its last progress and result,
+    /// and returns its handle to the pool.
+    private func end(_ transfer: Transfer, _ result: Result<HTTPResponse, TransferError>) {
+        active[transfer.id] = nil
+        activeCount.store(active.count, ordering: .relaxed)
+        guard let easy = transfer.easy else { return }
+        curl_multi_remove_handle(multi, easy)
+        if let onProgress = transfer.onProgress {
+            let last = transfer.currentProgress()
+            if last != transfer.lastProgress { onProgress(last) }
+        }
+        transfer.finish(result)
+        transfer.easy = nil
+        if handlePool.count < settings.handlePoolSize {
+            curl_easy_reset(easy)
+            handlePool.append(easy)
+        } else {
+            curl_easy_cleanup(easy)
+        }
+    }
+}
+
+/// curl_global_init must run once before any other libcurl call.
+private let engineGlobalInit: Void = {
+    curl_global_init(fetchd_global_all())
+}()

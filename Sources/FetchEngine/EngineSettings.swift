@@ -1,0 +1,21 @@
+/// Engine-wide settings, fixed when the engine starts.
+public struct EngineSettings: Sendable {
+    /// Extra CA bundle for TLS (in place of the system store).
+    public var caFile: String?
+    public var userAgent: String
+    /// libcurl's receive buffer per transfer; large buffers make big downloads fast.
+    public var receiveBufferBytes: Int
+    /// Idle connections kept for reuse across all hosts.
+    public var maxCachedConnections: Int
+    /// Easy handles kept for reuse (saves setting up a handle per request).
+    public var handlePoolSize: Int
+
+    public init(caFile: String? = nil, userAgent: String = "fetchd", receiveBufferBytes: Int = 512 << 10,
+                maxCachedConnections: Int = 256, handlePoolSize: Int = 64) {
+        self.caFile = caFile
+        self.userAgent = userAgent
+        self.receiveBufferBytes = receiveBufferBytes
+        self.maxCachedConnections = maxCachedConnections
+        self.handlePoolSize = handlePoolSize
+    }
+}

@@ -1,0 +1,65 @@
+internal import CCurl
+import Foundation
+import Synchronization
+
+/// The HTTP engine: one thread that owns a libcurl multi handle. Transfers are handed to it
+/// from any thread and awaited with async/await; connections, DNS and TLS sessions are
+/// reused across every transfer it runs.
+public final class HTTPEngine: Sendable {
+    private let loop: EngineLoop
+
+    public init(settings: EngineSettings = EngineSettings()) {
+        loop = EngineLoop(settings: settings)
+        let loop = self.loop
+        let thread = Thread { loop.run() }
+        thread.name = "fetchd-engine"
+        thread.start()
+    }
+
+    /// libcurl's version text, for `--version` and `getStatus`.
+    public static var curlVersion: String { String(cString: curl_version()) }
+
+    /// Queues a transfer. `completion` is called exactly once, on the engine thread: with
+    /// the response, or with why there is none (`cancelled` after `cancel(id)`).
+    /// A body file that cannot be opened throws here, before anything is sent.
+    public func start(
+        _ request: HTTPRequest, id: UInt64,
+        onProgress: (@Sendable (TransferProgress) -> Void)? = nil,
+        completion: @escaping @Sendable (Result<HTTPResponse, TransferError>) -> Void
+    ) throws(TransferFileError) {
+        var upload: UploadFile? = nil
+        if case .file(let path) = request.body { upload = try UploadFile(path: path) }
+        let transfer = Transfer(id: id, request: request, uploadFile: upload, onProgress: onProgress,
+                                completion: completion)
+        loop.submit(.start(transfer))
+    }
+
+    /// Performs one transfer and returns its response.
+    public func perform(
+        _ request: HTTPRequest, id: UInt64, onProgress: (@Sendable (TransferProgress) -> Void)? = nil
+    ) async throws -> HTTPResponse {
+        var upload: UploadFile? = nil
+        if case .file(let path) = request.body { upload = try UploadFile(path: path) }
+        let opened = upload
+        return try await withCheckedThrowingContinuation { continuation in
+            let transfer = Transfer(id: id, request: request, uploadFile: opened, onProgress: onProgress) {
+                continuation.resume(with: $0.mapError { $0 as any Error })
+            }
+            loop.submit(.start(transfer))
+        }
+    }
+
+    /// Stops a queued or running transfer at once; its completion gets `.cancelled`.
+    /// Unknown or finished ids are ignored.
+    public func cancel(_ id: UInt64) {
+        loop.submit(.cancel(id))
+    }
+
+    /// Number of transfers in the multi handle right now.
+    public var activeTransfers: Int { loop.activeCount.load(ordering: .relaxed) }
+
+    /// Cancels everything still running and stops the thread.
+    public func shutdown() {
+        loop.submit(.stop)
+    }
+}

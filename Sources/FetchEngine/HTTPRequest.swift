@@ -1,0 +1,57 @@
+/// One HTTP request as the engine performs it: everything already resolved to bytes and
+/// numbers. Building it from a client's parameters is the daemon's job.
+public struct HTTPRequest: Sendable, Equatable {
+    public var method: String
+    public var url: String
+    public var headers: [HTTPHeader]
+    public var body: RequestBody
+    /// Whole attempt, milliseconds.
+    public var timeoutMs: Int
+    public var connectTimeoutMs: Int
+    /// 0 = do not follow redirects.
+    public var maxRedirects: Int
+    /// Past this many body bytes the transfer fails with `bodyTooLarge`.
+    public var maxBodyBytes: Int
+
+    public init(
+        method: String = "GET", url: String, headers: [HTTPHeader] = [], body: RequestBody = .none,
+        timeoutMs: Int = 60_000, connectTimeoutMs: Int = 10_000, maxRedirects: Int = 10,
+        maxBodyBytes: Int = 64 << 20
+    ) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeoutMs = timeoutMs
+        self.connectTimeoutMs = connectTimeoutMs
+        self.maxRedirects = maxRedirects
+        self.maxBodyBytes = maxBodyBytes
+    }
+
+    /// The first value of a header, matched without regard to case.
+    public func header(named name: String) -> String? {
+        headers.first(where: { $0.name.caseInsensitiveEquals(name) })?.value
+    }
+}
+
+public struct HTTPHeader: Sendable, Equatable {
+    public var name: String
+    public var value: String
+    public init(_ name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+public enum RequestBody: Sendable, Equatable {
+    case none
+    case bytes([UInt8])
+    /// Streamed from disk on each attempt.
+    case file(path: String)
+}
+
+extension String {
+    func caseInsensitiveEquals(_ other: String) -> Bool {
+        self.utf8.count == other.utf8.count && self.lowercased() == other.lowercased()
+    }
+}

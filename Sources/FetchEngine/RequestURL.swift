@@ -1,0 +1,36 @@
+internal import CCurl
+
+/// A URL checked by libcurl's own parser, so what we accept is exactly what it will fetch.
+public struct RequestURL: Sendable, Equatable {
+    public let text: String
+    public let scheme: String
+    public let host: String
+    public let port: Int
+
+    public enum Problem: Error, Equatable, Sendable {
+        case malformed(String)
+        case schemeNotAllowed(String)
+    }
+
+    public init(_ text: String) throws(Problem) {
+        guard let handle = curl_url() else { throw .malformed("out of memory") }
+        defer { curl_url_cleanup(handle) }
+        let status = curl_url_set(handle, CURLUPART_URL, text, 0)
+        guard status == CURLUE_OK else {
+            throw .malformed(String(cString: curl_url_strerror(status)))
+        }
+        func part(_ which: CURLUPart, flags: UInt32 = 0) -> String? {
+            var value: UnsafeMutablePointer<CChar>? = nil
+            guard curl_url_get(handle, which, &value, flags) == CURLUE_OK, let value else { return nil }
+            defer { curl_free(value) }
+            return String(cString: value)
+        }
+        let scheme = (part(CURLUPART_SCHEME) ?? "").lowercased()
+        guard scheme == "http" || scheme == "https" else { throw .schemeNotAllowed(scheme) }
+        guard let host = part(CURLUPART_HOST), !host.isEmpty else { throw .malformed("no host") }
+        self.text = text
+        self.scheme = scheme
+        self.host = host.lowercased()
+        self.port = Int(part(CURLUPART_PORT, flags: UInt32(CURLU_DEFAULT_PORT)) ?? "") ?? (scheme == "https" ? 443 : 80)
+    }
+}

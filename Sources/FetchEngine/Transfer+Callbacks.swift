@@ -1,0 +1,71 @@
+internal import CCurl
+import Foundation
+
+// libcurl's C callbacks. Each receives the Transfer as its user data pointer and runs on
+// the engine thread.
+
+private func transfer(_ pointer: UnsafeMutableRawPointer?) -> Transfer {
+    Unmanaged<Transfer>.fromOpaque(pointer!).takeUnretainedValue()
+}
+
+let transferWriteCallback: fetchd_data_cb = { data, size, count, user in
+    let t = transfer(user)
+    let length = size * count
+    guard let data, length > 0 else { return 0 }
+    if t.body.count + length > t.request.maxBodyBytes {
+        t.bodyTooLarge = true
+        return 0  // makes libcurl stop with CURLE_WRITE_ERROR
+    }
+    t.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))
+    return length
+}
+
+let transferHeaderCallback: fetchd_data_cb = { data, size, count, user in
+    let t = transfer(user)
+    let length = size * count
+    guard let data else { return length }
+    var line = String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
+    while line.hasSuffix("\n") || line.hasSuffix("\r") { line.removeLast() }
+    if line.hasPrefix("HTTP/") {
+        // A new response begins (a redirect hop or an interim 1xx): keep only the last.
+        t.responseHeaders.removeAll(keepingCapacity: true)
+    } else if let colon = line.firstIndex(of: ":") {
+        let name = String(line[..<colon])
+        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        t.responseHeaders.append(HTTPHeader(name, value))
+    }
+    return length
+}
+
+let transferReadCallback: fetchd_data_cb = { buffer, size, count, user in
+    let t = transfer(user)
+    guard let file = t.uploadFile, let buffer else { return Int(fetchd_readfunc_abort()) }
+    let n = read(file.descriptor, buffer, size * count)
+    return n < 0 ? Int(fetchd_readfunc_abort()) : n
+}
+
+let transferSeekCallback: fetchd_seek_cb = { user, offset, origin in
+    let t = transfer(user)
+    guard let file = t.uploadFile, lseek(file.descriptor, off_t(offset), origin) >= 0 else {
+        return fetchd_seekfunc_fail()
+    }
+    return fetchd_seekfunc_ok()
+}
+
+/// Reports progress at most every `progressIntervalNanos`; the final report is sent by the
+/// engine when the transfer ends.
+let transferProgressCallback: fetchd_xferinfo_cb = { user, _, _, _, _ in
+    let t = transfer(user)
+    guard let onProgress = t.onProgress else { return 0 }
+    let now = DispatchTime.now().uptimeNanoseconds
+    guard now &- t.lastProgressNanos >= progressIntervalNanos else { return 0 }
+    let progress = t.currentProgress()
+    guard progress != t.lastProgress else { return 0 }
+    t.lastProgressNanos = now
+    t.lastProgress = progress
+    onProgress(progress)
+    return 0
+}
+
+/// Progress reports are at most this frequent per transfer (protocol: 100 ms).
+let progressIntervalNanos: UInt64 = 100_000_000

@@ -1,0 +1,233 @@
+internal import CCurl
+import Foundation
+
+/// One transfer's state while the engine runs it: an easy handle configured from an
+/// `HTTPRequest`, the response as it arrives, and the completion to call exactly once.
+///
+/// Created on the caller's thread, then touched only by the engine thread: that hand-over
+/// through the engine's locked command queue is why it may be `@unchecked Sendable`.
+final class Transfer: @unchecked Sendable {
+    typealias Completion = @Sendable (Result<HTTPResponse, TransferError>) -> Void
+
+    let id: UInt64
+    let request: HTTPRequest
+    let completion: Completion
+    let onProgress: (@Sendable (TransferProgress) -> Void)?
+
+    var easy: UnsafeMutableRawPointer?
+    private(set) var headerList: UnsafeMutablePointer<curl_slist>?
+    let errorBuffer: UnsafeMutablePointer<CChar>
+
+    var responseHeaders: [HTTPHeader] = []
+    var body: [UInt8] = []
+    var bodyTooLarge = false
+    /// The request body file, opened by the caller so that an unreadable file fails early.
+    var uploadFile: UploadFile?
+    var lastProgressNanos: UInt64 = 0
+    var lastProgress: TransferProgress?
+    private var finished = false
+
+    init(id: UInt64, request: HTTPRequest, uploadFile: UploadFile?,
+         onProgress: (@Sendable (TransferProgress) -> Void)?, completion: @escaping Completion) {
+        self.id = id
+        self.request = request
+        self.uploadFile = uploadFile
+        self.onProgress = onProgress
+        self.completion = completion
+        errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+    }
+
+    deinit {
+        if let headerList { curl_slist_free_all(headerList) }
+        errorBuffer.deallocate()
+    }
+
+    /// Calls the completion once; later calls (a cancel racing the end) do nothing.
+    func finish(_ result: Result<HTTPResponse, TransferError>) {
+        guard !finished else { return }
+        finished = true
+        uploadFile?.close()
+        completion(result)
+    }
+
+    var errorText: String { String(cString: errorBuffer) }
+
+    // MARK: configuring the easy handle
+
+    func configure(_ easy: UnsafeMutableRawPointer, settings: EngineSettings) {
+        self.easy = easy
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        setLong(CURLOPT_NOSIGNAL, 1)
+        fetchd_easy_setopt_str(easy, CURLOPT_URL, request.url)
+        fetchd_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        fetchd_easy_setopt_str(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        fetchd_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        fetchd_easy_setopt_ptr(easy, CURLOPT_PRIVATE, me)
+        setLong(CURLOPT_TIMEOUT_MS, request.timeoutMs)
+        setLong(CURLOPT_CONNECTTIMEOUT_MS, request.connectTimeoutMs)
+        setLong(CURLOPT_FOLLOWLOCATION, request.maxRedirects > 0 ? 1 : 0)
+        setLong(CURLOPT_MAXREDIRS, request.maxRedirects)
+        setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_2tls()))
+        fetchd_easy_setopt_str(easy, CURLOPT_ACCEPT_ENCODING, "")  // every encoding libcurl decodes
+        fetchd_easy_setopt_str(easy, CURLOPT_USERAGENT, settings.userAgent)
+        if let caFile = settings.caFile { fetchd_easy_setopt_str(easy, CURLOPT_CAINFO, caFile) }
+        if request.body == .none || uploadFile != nil {
+            // Large buffers only pay off for big bodies; they are per handle.
+            setLong(CURLOPT_BUFFERSIZE, settings.receiveBufferBytes)
+        }
+
+        fetchd_easy_setopt_data_cb(easy, CURLOPT_WRITEFUNCTION, transferWriteCallback)
+        fetchd_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me)
+        fetchd_easy_setopt_data_cb(easy, CURLOPT_HEADERFUNCTION, transferHeaderCallback)
+        fetchd_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me)
+        if onProgress != nil {
+            setLong(CURLOPT_NOPROGRESS, 0)
+            fetchd_easy_setopt_xferinfo_cb(easy, transferProgressCallback)
+            fetchd_easy_setopt_ptr(easy, CURLOPT_XFERINFODATA, me)
+        }
+
+        configureMethodAndBody(easy, me: me)
+        configureHeaders(easy)
+    }
+
+    private func configureMethodAndBody(_ easy: UnsafeMutableRawPointer, me: UnsafeMutableRawPointer) {
+        let method = request.method
+        switch request.body {
+        case .none:
+            switch method {
+            case "GET": setLong(CURLOPT_HTTPGET, 1)
+            case "HEAD": setLong(CURLOPT_NOBODY, 1)
+            default: fetchd_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method)
+            }
+        case .bytes(let bytes):
+            setLong(CURLOPT_POST, 1)
+            fetchd_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count))
+            bytes.withUnsafeBytes { buffer in
+                // COPYPOSTFIELDS copies, so the handle never points into Swift memory.
+                _ = fetchd_easy_setopt_ptr(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
+            }
+            if method != "POST" { fetchd_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method) }
+        case .file:
+            setLong(CURLOPT_POST, 1)
+            fetchd_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(uploadFile?.size ?? 0))
+            fetchd_easy_setopt_data_cb(easy, CURLOPT_READFUNCTION, transferReadCallback)
+            fetchd_easy_setopt_ptr(easy, CURLOPT_READDATA, me)
+            fetchd_easy_setopt_seek_cb(easy, transferSeekCallback)
+            fetchd_easy_setopt_ptr(easy, CURLOPT_SEEKDATA, me)
+            if method != "POST" { fetchd_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method) }
+        }
+    }
+
+    private func configureHeaders(_ easy: UnsafeMutableRawPointer) {
+        var list: UnsafeMutablePointer<curl_slist>? = nil
+        for header in request.headers {
+            // "Name;" is libcurl's way to send a header with an empty value.
+            let line = header.value.isEmpty ? "\(header.name);" : "\(header.name): \(header.value)"
+            list = curl_slist_append(list, line)
+        }
+        // A body never waits a second for "100 Continue" from servers that don't send it.
+        if request.body != .none && request.header(named: "Expect") == nil {
+            list = curl_slist_append(list, "Expect:")
+        }
+        headerList = list
+        if let list { fetchd_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list) }
+    }
+
+    private func setLong(_ option: CURLoption, _ value: Int) {
+        if let easy { fetchd_easy_setopt_long(easy, option, value) }
+    }
+
+    // MARK: reading the outcome
+
+    func response() -> HTTPResponse {
+        guard let easy else {
+            return HTTPResponse(status: 0, headers: [], url: request.url, body: [], redirects: 0,
+                                httpVersion: "", timings: TransferTimings(), sentBytes: 0, receivedBytes: 0)
+        }
+        var status = 0
+        fetchd_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        var redirects = 0
+        fetchd_easy_getinfo_long(easy, CURLINFO_REDIRECT_COUNT, &redirects)
+        var effective: UnsafeMutablePointer<CChar>? = nil
+        fetchd_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective)
+        var version = 0
+        fetchd_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
+        return HTTPResponse(
+            status: status, headers: responseHeaders,
+            url: effective.map { String(cString: $0) } ?? request.url,
+            body: body, redirects: redirects, httpVersion: Self.versionName(version),
+            timings: timings(), sentBytes: offInfo(CURLINFO_SIZE_UPLOAD_T),
+            receivedBytes: offInfo(CURLINFO_SIZE_DOWNLOAD_T))
+    }
+
+    func currentProgress() -> TransferProgress {
+        let sendTotal = offInfo(CURLINFO_CONTENT_LENGTH_UPLOAD_T)
+        let receiveTotal = offInfo(CURLINFO_CONTENT_LENGTH_DOWNLOAD_T)
+        return TransferProgress(
+            sentBytes: offInfo(CURLINFO_SIZE_UPLOAD_T), totalSendBytes: sendTotal >= 0 ? sendTotal : nil,
+            receivedBytes: offInfo(CURLINFO_SIZE_DOWNLOAD_T), totalReceiveBytes: receiveTotal >= 0 ? receiveTotal : nil)
+    }
+
+    private func timings() -> TransferTimings {
+        var t = TransferTimings()
+        t.nameLookup = offInfo(CURLINFO_NAMELOOKUP_TIME_T)
+        t.connect = offInfo(CURLINFO_CONNECT_TIME_T)
+        t.tlsHandshake = offInfo(CURLINFO_APPCONNECT_TIME_T)
+        t.preTransfer = offInfo(CURLINFO_PRETRANSFER_TIME_T)
+        t.startTransfer = offInfo(CURLINFO_STARTTRANSFER_TIME_T)
+        t.redirect = offInfo(CURLINFO_REDIRECT_TIME_T)
+        t.total = offInfo(CURLINFO_TOTAL_TIME_T)
+        return t
+    }
+
+    private func offInfo(_ info: CURLINFO) -> Int64 {
+        guard let easy else { return 0 }
+        var value: curl_off_t = 0
+        guard fetchd_easy_getinfo_off(easy, info, &value) == CURLE_OK else { return -1 }
+        return Int64(value)
+    }
+
+    private static func versionName(_ version: Int) -> String {
+        switch version {
+        case CURL_HTTP_VERSION_1_0: "HTTP/1.0"
+        case CURL_HTTP_VERSION_1_1: "HTTP/1.1"
+        case CURL_HTTP_VERSION_2_0: "HTTP/2"
+        case CURL_HTTP_VERSION_3: "HTTP/3"
+        default: ""
+        }
+    }
+}
+
+/// A request body file, opened before the transfer is queued.
+final class UploadFile: @unchecked Sendable {
+    let descriptor: Int32
+    let size: Int64
+
+    init(path: String) throws(TransferFileError) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw TransferFileError(path: path, detail: String(cString: strerror(errno))) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            Foundation.close(fd)
+            throw TransferFileError(path: path, detail: "not a regular file")
+        }
+        descriptor = fd
+        size = Int64(info.st_size)
+    }
+
+    private var closed = false
+    func close() {
+        guard !closed else { return }
+        closed = true
+        Foundation.close(descriptor)
+    }
+
+    deinit { close() }
+}
+
+/// A local file the request needs could not be used.
+public struct TransferFileError: Error, Sendable, Equatable {
+    public let path: String
+    public let detail: String
+}

@@ -1,0 +1,44 @@
+internal import CCurl
+
+/// Why a transfer produced no response. HTTP statuses are never errors.
+public struct TransferError: Error, Sendable, Equatable {
+    public enum Kind: String, Sendable, CaseIterable {
+        case dns, connect, tls, timeout, reset, `protocol`, tooManyRedirects, bodyTooLarge, other
+        case cancelled
+    }
+
+    public let kind: Kind
+    public let detail: String
+
+    public init(_ kind: Kind, _ detail: String) {
+        self.kind = kind
+        self.detail = detail
+    }
+
+    static func from(code: CURLcode, detail: String) -> TransferError {
+        let text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        return TransferError(kind(of: code), text)
+    }
+
+    static func kind(of code: CURLcode) -> Kind {
+        switch code {
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: .dns
+        case CURLE_COULDNT_CONNECT: .connect
+        case CURLE_OPERATION_TIMEDOUT: .timeout
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
+            CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR,
+            CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CRL_BADFILE,
+            CURLE_SSL_ENGINE_INITFAILED, CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED,
+            CURLE_SSL_SHUTDOWN_FAILED, CURLE_USE_SSL_FAILED:
+            .tls
+        // The peer went away before the answer was whole: nothing, part of it, or a reset.
+        case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE: .reset
+        case CURLE_TOO_MANY_REDIRECTS: .tooManyRedirects
+        case CURLE_WEIRD_SERVER_REPLY, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_BAD_CONTENT_ENCODING,
+            CURLE_UNSUPPORTED_PROTOCOL, CURLE_HTTP3, CURLE_URL_MALFORMAT:
+            .protocol
+        case CURLE_ABORTED_BY_CALLBACK: .cancelled
+        default: .other
+        }
+    }
+}

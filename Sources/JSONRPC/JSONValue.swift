@@ -1,0 +1,106 @@
+/// A JSON value. Objects keep their members in order so that answers read the way the
+/// protocol documents them; lookups are linear, which is fine for the small objects of RPC.
+public enum JSONValue: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    /// An integer that fits 64 bits, kept exact.
+    case integer(Int64)
+    case double(Double)
+    case string(String)
+    case array([JSONValue])
+    case object(JSONObject)
+}
+
+/// An ordered JSON object. A later member with the same key as an earlier one replaces it.
+public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
+    public private(set) var members: [(key: String, value: JSONValue)]
+
+    public init() { members = [] }
+
+    public init(_ members: [(String, JSONValue)]) {
+        self.members = []
+        for (key, value) in members { self[key] = value }
+    }
+
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self.init(elements)
+    }
+
+    public subscript(key: String) -> JSONValue? {
+        get { members.first(where: { $0.key == key })?.value }
+        set {
+            let index = members.firstIndex(where: { $0.key == key })
+            switch (index, newValue) {
+            case let (index?, value?): members[index].value = value
+            case let (index?, nil): members.remove(at: index)
+            case let (nil, value?): members.append((key, value))
+            case (nil, nil): break
+            }
+        }
+    }
+
+    public var keys: [String] { members.map(\.key) }
+    public var count: Int { members.count }
+    public var isEmpty: Bool { members.isEmpty }
+
+    public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
+        guard lhs.members.count == rhs.members.count else { return false }
+        return lhs.members.allSatisfy { rhs[$0.key] == $0.value }
+    }
+}
+
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral,
+    ExpressibleByBooleanLiteral, ExpressibleByFloatLiteral, ExpressibleByArrayLiteral,
+    ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral
+{
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int64) { self = .integer(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(JSONObject(elements)) }
+    public init(nilLiteral: ()) { self = .null }
+}
+
+extension JSONValue {
+    public init(_ value: Int) { self = .integer(Int64(value)) }
+    public init(_ value: String?) { self = value.map(JSONValue.string) ?? .null }
+
+    public var objectValue: JSONObject? { if case .object(let o) = self { o } else { nil } }
+    public var arrayValue: [JSONValue]? { if case .array(let a) = self { a } else { nil } }
+    public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
+    public var boolValue: Bool? { if case .bool(let b) = self { b } else { nil } }
+    public var isNull: Bool { self == .null }
+
+    /// The value as a Double when it is a number of either kind.
+    public var numberValue: Double? {
+        switch self {
+        case .integer(let i): Double(i)
+        case .double(let d): d
+        default: nil
+        }
+    }
+
+    /// The value as an Int when it is a whole number that fits.
+    public var integerValue: Int? {
+        switch self {
+        case .integer(let i): Int(exactly: i)
+        case .double(let d): Int(exactly: d)
+        default: nil
+        }
+    }
+
+    /// The JSON type's name, for error messages.
+    public var typeName: String {
+        switch self {
+        case .null: "null"
+        case .bool: "boolean"
+        case .integer, .double: "number"
+        case .string: "string"
+        case .array: "array"
+        case .object: "object"
+        }
+    }
+
+    public subscript(key: String) -> JSONValue? { objectValue?[key] }
+}

@@ -1,0 +1,108 @@
+/// Reads a params object field by field into typed values, tracking the JSON path of each
+/// field so that every -32602 names the offending one, and refusing fields nobody read.
+///
+///     var reader = try ParamReader(params)
+///     let url = try reader.requiredString("url")
+///     try reader.finish()   // an unknown field (a typo) is an error, never ignored
+public struct ParamReader {
+    public let object: JSONObject
+    public let path: String
+    private var read: Set<String> = []
+
+    public init(_ params: JSONValue?, path: String = "") throws(RPCError) {
+        self.path = path
+        switch params {
+        case nil, .null?: object = JSONObject()
+        case .object(let o)?: object = o
+        case let other?:
+            let where_ = path.isEmpty ? "params" : path
+            throw RPCError.invalidParams(field: where_, "expected an object, got \(other.typeName)")
+        }
+    }
+
+    public func field(_ key: String) -> String {
+        if path.isEmpty { return key }
+        return "\(path).\(key)"
+    }
+
+    public func contains(_ key: String) -> Bool {
+        if let value = object[key], !value.isNull { return true }
+        return false
+    }
+
+    /// The raw value of a field (nil when absent); marks it as read.
+    public mutating func value(_ key: String) -> JSONValue? {
+        read.insert(key)
+        return object[key]
+    }
+
+    /// A field that is absent or null reads as nil.
+    private mutating func present(_ key: String) -> JSONValue? {
+        guard let value = value(key), !value.isNull else { return nil }
+        return value
+    }
+
+    public func typeError(_ key: String, expected: String, got value: JSONValue) -> RPCError {
+        RPCError.invalidParams(field: field(key), "expected \(expected), got \(value.typeName)")
+    }
+
+    public mutating func string(_ key: String) throws(RPCError) -> String? {
+        guard let value = present(key) else { return nil }
+        guard case .string(let s) = value else { throw typeError(key, expected: "a string", got: value) }
+        return s
+    }
+
+    public mutating func requiredString(_ key: String) throws(RPCError) -> String {
+        guard let s = try string(key) else { throw RPCError.invalidParams(field: field(key), "required") }
+        return s
+    }
+
+    public mutating func bool(_ key: String) throws(RPCError) -> Bool? {
+        guard let value = present(key) else { return nil }
+        guard case .bool(let b) = value else { throw typeError(key, expected: "a boolean", got: value) }
+        return b
+    }
+
+    public mutating func integer(_ key: String, in range: ClosedRange<Int> = Int.min...Int.max) throws(RPCError) -> Int? {
+        guard let value = present(key) else { return nil }
+        guard let i = value.integerValue else { throw typeError(key, expected: "an integer", got: value) }
+        guard range.contains(i) else {
+            throw RPCError.invalidParams(field: field(key), "must be between \(range.lowerBound) and \(range.upperBound)")
+        }
+        return i
+    }
+
+    public mutating func number(_ key: String, in range: ClosedRange<Double> = -Double.greatestFiniteMagnitude...Double.greatestFiniteMagnitude) throws(RPCError) -> Double? {
+        guard let value = present(key) else { return nil }
+        guard let d = value.numberValue else { throw typeError(key, expected: "a number", got: value) }
+        guard range.contains(d) else {
+            throw RPCError.invalidParams(field: field(key), "must be between \(range.lowerBound) and \(range.upperBound)")
+        }
+        return d
+    }
+
+    public mutating func object(_ key: String) throws(RPCError) -> JSONObject? {
+        guard let value = present(key) else { return nil }
+        guard case .object(let o) = value else { throw typeError(key, expected: "an object", got: value) }
+        return o
+    }
+
+    public mutating func array(_ key: String) throws(RPCError) -> [JSONValue]? {
+        guard let value = present(key) else { return nil }
+        guard case .array(let a) = value else { throw typeError(key, expected: "an array", got: value) }
+        return a
+    }
+
+    /// A nested reader for an object field.
+    public mutating func nested(_ key: String) throws(RPCError) -> ParamReader? {
+        guard let o = try object(key) else { return nil }
+        return try ParamReader(.object(o), path: field(key))
+    }
+
+    /// Throws for the first field that no accessor read.
+    public func finish() throws(RPCError) {
+        if let unknown = object.keys.first(where: { !read.contains($0) }) {
+            throw RPCError.invalidParams(field: field(unknown), "unknown field")
+        }
+    }
+}

@@ -1,0 +1,20 @@
+/// What a method handler learns about the connection its request came on.
+public struct RPCContext: Sendable {
+    public let connectionID: UInt64
+    /// Pushes a notification to this connection (it may be coalesced or dropped for a
+    /// slow reader; answers never are).
+    public let notify: @Sendable (_ method: String, _ params: JSONValue) -> Void
+
+    public init(connectionID: UInt64, notify: @escaping @Sendable (String, JSONValue) -> Void) {
+        self.connectionID = connectionID
+        self.notify = notify
+    }
+}
+
+/// One JSON-RPC method. Implementations live one per file, decode their params once into a
+/// typed value, and throw whatever they like: the dispatcher's error mapper turns it into
+/// a JSON-RPC error in one place.
+public protocol RPCMethod: Sendable {
+    static var name: String { get }
+    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue
+}

@@ -1,0 +1,52 @@
+import FetchDaemon
+import FetchEngine
+import Foundation
+
+// fetchd: arguments, signals, start. Everything else lives in FetchDaemon.
+
+let command: DaemonOptions.Command
+do {
+    command = try DaemonOptions.parse(Array(CommandLine.arguments.dropFirst()))
+} catch {
+    FileHandle.standardError.write(Data("fetchd: \(error.description)\n".utf8))
+    exit(2)
+}
+
+let options: DaemonOptions
+switch command {
+case .help:
+    print(DaemonOptions.helpText)
+    exit(0)
+case .version:
+    print("fetchd \(FetchdVersion.text) (\(HTTPEngine.curlVersion))")
+    exit(0)
+case .run(let parsed):
+    options = parsed
+}
+
+signal(SIGPIPE, SIG_IGN)
+signal(SIGTERM, SIG_IGN)
+signal(SIGINT, SIG_IGN)
+
+let daemon: Daemon
+do {
+    daemon = try Daemon(options: options, environment: ProcessInfo.processInfo.environment)
+} catch {
+    FileHandle.standardError.write(Data("fetchd: \(error)\n".utf8))
+    exit(1)
+}
+
+let stop = DispatchSemaphore(value: 0)
+let signalQueue = DispatchQueue(label: "fetchd.signals")
+let signalSources = [SIGTERM, SIGINT].map { number in
+    let source = DispatchSource.makeSignalSource(signal: number, queue: signalQueue)
+    source.setEventHandler { stop.signal() }
+    source.resume()
+    return source
+}
+
+daemon.start()
+stop.wait()
+daemon.shutdown()
+withExtendedLifetime(signalSources) {}
+exit(0)

@@ -1,0 +1,73 @@
+import JSONRPC
+import XCTest
+
+final class JSONCodecTests: XCTestCase {
+    func testEveryJSONTypeRoundTrips() throws {
+        let text = #"{"n":null,"t":true,"f":false,"i":-42,"d":1.5,"s":"x","a":[1,"2",[]],"o":{"k":{}}}"#
+        let value = try JSONCodec.decode(text)
+        XCTAssertEqual(value["n"], .null)
+        XCTAssertEqual(value["t"], .bool(true))
+        XCTAssertEqual(value["f"], .bool(false))
+        XCTAssertEqual(value["i"], .integer(-42))
+        XCTAssertEqual(value["d"], .double(1.5))
+        XCTAssertEqual(value["s"], .string("x"))
+        XCTAssertEqual(value["a"], .array([.integer(1), .string("2"), .array([])]))
+        XCTAssertEqual(value["o"], .object(["k": .object(JSONObject())]))
+        XCTAssertEqual(JSONCodec.encodeString(value), text, "compact output keeps member order")
+    }
+
+    func testUnicodeEscapesAndSurrogatePairs() throws {
+        let value = try JSONCodec.decode(#""caf\u00e9 \ud83d\ude00 \n\t\"""#)
+        XCTAssertEqual(value, .string("café 😀 \n\t\""))
+        XCTAssertEqual(try JSONCodec.decode(JSONCodec.encode(value)), value)
+    }
+
+    func testEmbeddedNulSurvives() throws {
+        let value = try JSONCodec.decode(#""a\u0000b""#)
+        XCTAssertEqual(value.stringValue?.utf8.count, 3)
+        XCTAssertEqual(JSONCodec.encodeString(value), #""a\u0000b""#)
+    }
+
+    func testBigNumbers() throws {
+        XCTAssertEqual(try JSONCodec.decode("9223372036854775807"), .integer(Int64.max))
+        XCTAssertEqual(try JSONCodec.decode("-9223372036854775808"), .integer(Int64.min))
+        // Past 64 bits: read as a double rather than refused.
+        XCTAssertEqual(try JSONCodec.decode("123456789012345678901234567890"), .double(1.2345678901234568e29))
+        XCTAssertEqual(try JSONCodec.decode("1e300"), .double(1e300))
+        XCTAssertThrowsError(try JSONCodec.decode("1e999"), "overflowing a double is an error")
+    }
+
+    func testDoublesAreWrittenShortestButExact() throws {
+        XCTAssertEqual(JSONCodec.encodeString(.double(0.493)), "0.493")
+        XCTAssertEqual(JSONCodec.encodeString(.double(1.5)), "1.5")
+        let awkward = 0.1 + 0.2
+        XCTAssertEqual(try JSONCodec.decode(JSONCodec.encodeString(.double(awkward))), .double(awkward))
+        XCTAssertEqual(JSONCodec.encodeString(.double(.nan)), "null", "JSON has no NaN")
+    }
+
+    func testInvalidUTF8IsAParseError() {
+        let bytes: [UInt8] = [0x22, 0xC3, 0x28, 0x22]  // "\xC3(" is not UTF-8
+        XCTAssertThrowsError(try JSONCodec.decode(bytes))
+        XCTAssertThrowsError(try JSONCodec.decode([0x22, 0xFF, 0x22]))
+    }
+
+    func testMalformedTextsAreErrors() {
+        for text in ["", "{", "[1,]", "{\"a\" 1}", "nul", "\"unterminated", "{} {}"] {
+            XCTAssertThrowsError(try JSONCodec.decode(text), "should reject \(text)")
+        }
+    }
+
+    func testStringsWithEveryControlCharacterRoundTrip() throws {
+        let scalars = (0..<32).map { Character(Unicode.Scalar(UInt8($0))) }
+        let value = JSONValue.string(String(scalars))
+        XCTAssertEqual(try JSONCodec.decode(JSONCodec.encode(value)), value)
+    }
+
+    func testObjectLaterKeyReplacesEarlier() {
+        var object: JSONObject = ["a": 1, "b": 2]
+        object["a"] = 3
+        object["b"] = nil
+        XCTAssertEqual(object.keys, ["a"])
+        XCTAssertEqual(object["a"], .integer(3))
+    }
+}

@@ -1,0 +1,89 @@
+import JSONRPC
+import XCTest
+
+private struct Echo: RPCMethod {
+    static let name = "echo"
+    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
+        var reader = try ParamReader(params)
+        let text = try reader.requiredString("text")
+        try reader.finish()
+        return .string(text)
+    }
+}
+
+private struct Failing: RPCMethod {
+    struct Boom: Error {}
+    static let name = "fail"
+    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue { throw Boom() }
+}
+
+final class RPCDispatcherTests: XCTestCase {
+    let dispatcher = RPCDispatcher(methods: [Echo(), Failing()]) { _ in RPCError(.transportFailure, "mapped") }
+    let context = RPCContext(connectionID: 1) { _, _ in }
+
+    private func answer(_ text: String) async -> JSONValue? {
+        await dispatcher.answer(line: Array(text.utf8), context: context)
+    }
+
+    private func code(_ answer: JSONValue?) -> Int64? {
+        if case .integer(let code)? = answer?["error"]?["code"] { return code }
+        return nil
+    }
+
+    func testResultEchoesIDExactly() async {
+        for id in [#""abc""#, "7", "1.5", "null", "-3"] {
+            let result = await answer(#"{"jsonrpc":"2.0","id":\#(id),"method":"echo","params":{"text":"hi"}}"#)
+            XCTAssertEqual(result?["id"], try JSONCodec.decode(id))
+            XCTAssertEqual(result?["result"], .string("hi"))
+        }
+    }
+
+    func testNotificationGetsNoAnswer() async {
+        let result = await answer(#"{"jsonrpc":"2.0","method":"echo","params":{"text":"hi"}}"#)
+        XCTAssertNil(result)
+    }
+
+    func testStandardErrors() async {
+        do { let c = code(await answer(#"{"jsonrpc":"2.0","method":"foobar,"params":"bar","baz]"#)); XCTAssertEqual(c, -32700) }
+        do { let c = code(await answer(#"{"jsonrpc":"2.0","method":1,"params":"bar"}"#)); XCTAssertEqual(c, -32600) }
+        do { let c = code(await answer(#"{"jsonrpc":"1.0","id":1,"method":"echo"}"#)); XCTAssertEqual(c, -32600) }
+        do { let c = code(await answer(#"{"jsonrpc":"2.0","id":1,"method":"echo","params":5}"#)); XCTAssertEqual(c, -32600) }
+        do { let c = code(await answer(#"{"jsonrpc":"2.0","id":{},"method":"echo"}"#)); XCTAssertEqual(c, -32600) }
+        do { let c = code(await answer(#"{"jsonrpc":"2.0","id":1,"method":"nope"}"#)); XCTAssertEqual(c, -32601) }
+        let missing = await answer(#"{"jsonrpc":"2.0","id":1,"method":"echo","params":{}}"#)
+        XCTAssertEqual(code(missing), -32602)
+        XCTAssertEqual(missing?["error"]?["data"]?["field"], .string("text"))
+        let typo = await answer(#"{"jsonrpc":"2.0","id":1,"method":"echo","params":{"text":"a","txet":1}}"#)
+        XCTAssertEqual(typo?["error"]?["data"]?["field"], .string("txet"))
+        let wrongType = await answer(#"{"jsonrpc":"2.0","id":1,"method":"echo","params":{"text":5}}"#)
+        XCTAssertEqual(wrongType?["error"]?["data"]?["field"], .string("text"))
+    }
+
+    func testThrownErrorsGoThroughTheMapper() async {
+        do { let c = code(await answer(#"{"jsonrpc":"2.0","id":1,"method":"fail"}"#)); XCTAssertEqual(c, -32001) }
+    }
+
+    func testBatchesAsTheSpecificationShowsThem() async {
+        do { let c = code(await answer("[]")); XCTAssertEqual(c, -32600, "an empty batch is one error, not an array") }
+        let invalid = await answer("[1,2,3]")
+        XCTAssertEqual(invalid?.arrayValue?.count, 3)
+        XCTAssertEqual(invalid?.arrayValue?.compactMap(code), [-32600, -32600, -32600])
+
+        let mixed = await answer(#"""
+        [{"jsonrpc":"2.0","method":"echo","params":{"text":"a"},"id":"1"},
+         {"jsonrpc":"2.0","method":"echo","params":{"text":"n"}},
+         {"jsonrpc":"2.0","method":"echo","params":{"text":"b"},"id":"2"},
+         {"foo":"boo"},
+         {"jsonrpc":"2.0","method":"foo.get","params":{"name":"myself"},"id":"5"}]
+        """#.replacingOccurrences(of: "\n", with: ""))
+        let answers = mixed?.arrayValue ?? []
+        XCTAssertEqual(answers.count, 4, "the notification is not answered")
+        XCTAssertEqual(answers.first(where: { $0["id"] == "1" })?["result"], "a")
+        XCTAssertEqual(answers.first(where: { $0["id"] == "2" })?["result"], "b")
+        XCTAssertEqual(code(answers.first(where: { $0["id"] == "5" })), -32601)
+        XCTAssertEqual(code(answers.first(where: { $0["id"] == .null })), -32600)
+
+        let notificationsOnly = await answer(#"[{"jsonrpc":"2.0","method":"echo","params":{"text":"a"}},{"jsonrpc":"2.0","method":"echo","params":{"text":"b"}}]"#)
+        XCTAssertNil(notificationsOnly)
+    }
+}
