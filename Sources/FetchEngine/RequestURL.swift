@@ -27,6 +27,10 @@ public struct RequestURL: Sendable, Equatable {
         }
         let scheme = (part(CURLUPART_SCHEME) ?? "").lowercased()
         guard scheme == "http" || scheme == "https" else { throw .schemeNotAllowed(scheme) }
+        // libcurl reads "http:///path" as host "path"; an empty authority is malformed.
+        if let separator = text.range(of: "://"), text[separator.upperBound...].hasPrefix("/") {
+            throw .malformed("no host")
+        }
         guard let host = part(CURLUPART_HOST), !host.isEmpty else { throw .malformed("no host") }
         self.text = text
         self.scheme = scheme

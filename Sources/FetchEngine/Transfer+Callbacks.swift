@@ -24,14 +24,15 @@ let transferHeaderCallback: fetchd_data_cb = { data, size, count, user in
     let t = transfer(user)
     let length = size * count
     guard let data else { return length }
-    var line = String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
-    while line.hasSuffix("\n") || line.hasSuffix("\r") { line.removeLast() }
+    // "\r\n" is one Character in Swift, so trim by character set rather than by suffix.
+    let line = String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
+        .trimmingCharacters(in: .newlines)
     if line.hasPrefix("HTTP/") {
         // A new response begins (a redirect hop or an interim 1xx): keep only the last.
         t.responseHeaders.removeAll(keepingCapacity: true)
     } else if let colon = line.firstIndex(of: ":") {
         let name = String(line[..<colon])
-        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
         t.responseHeaders.append(HTTPHeader(name, value))
     }
     return length

@@ -31,10 +31,11 @@ public struct TransferError: Error, Sendable, Equatable {
             CURLE_SSL_ENGINE_INITFAILED, CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED,
             CURLE_SSL_SHUTDOWN_FAILED, CURLE_USE_SSL_FAILED:
             .tls
-        // The peer went away before the answer was whole: nothing, part of it, or a reset.
-        case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE: .reset
+        // The connection broke: reset, or closed before any answer.
+        case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR: .reset
         case CURLE_TOO_MANY_REDIRECTS: .tooManyRedirects
-        case CURLE_WEIRD_SERVER_REPLY, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_BAD_CONTENT_ENCODING,
+        // CURLE_PARTIAL_FILE: the server closed cleanly before the length it announced.
+        case CURLE_WEIRD_SERVER_REPLY, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_BAD_CONTENT_ENCODING,
             CURLE_UNSUPPORTED_PROTOCOL, CURLE_HTTP3, CURLE_URL_MALFORMAT:
             .protocol
         case CURLE_ABORTED_BY_CALLBACK: .cancelled

@@ -52,7 +52,7 @@ final class HTTPEngineTests: XCTestCase {
         XCTAssertEqual(TransferError.kind(of: CURLE_OPERATION_TIMEDOUT), .timeout)
         XCTAssertEqual(TransferError.kind(of: CURLE_PEER_FAILED_VERIFICATION), .tls)
         XCTAssertEqual(TransferError.kind(of: CURLE_RECV_ERROR), .reset)
-        XCTAssertEqual(TransferError.kind(of: CURLE_PARTIAL_FILE), .reset)
+        XCTAssertEqual(TransferError.kind(of: CURLE_PARTIAL_FILE), .protocol)
         XCTAssertEqual(TransferError.kind(of: CURLE_TOO_MANY_REDIRECTS), .tooManyRedirects)
         XCTAssertEqual(TransferError.kind(of: CURLE_WEIRD_SERVER_REPLY), .protocol)
         XCTAssertEqual(TransferError.kind(of: CURLE_OUT_OF_MEMORY), .other)

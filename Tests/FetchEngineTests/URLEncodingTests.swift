@@ -41,7 +41,7 @@ final class RequestURLTests: XCTestCase {
     }
 
     func testRefusesMalformedURLs() {
-        for text in ["", "not a url", "http://", "example.com/no-scheme", "http://exa mple.com/"] {
+        for text in ["", "not a url", "http://", "example.com/no-scheme", "http://exa mple.com/", "http:///path"] {
             XCTAssertThrowsError(try RequestURL(text)) { error in
                 guard case .malformed = error as? RequestURL.Problem else { return XCTFail("\(text): \(error)") }
             }

@@ -1,0 +1,101 @@
+public import Foundation
+
+/// When to try a request again, as a pure function of what happened: no clock is read and
+/// nothing waits here (the caller passes the time and does the waiting), so every decision
+/// is reproducible in a test.
+///
+/// Waits grow exponentially from a first wait of 1-2 s (the jitter is drawn once per job and
+/// doubles with the rest), each capped at `maxInterval`; a Retry-After on 429 or 503 is used
+/// instead, capped the same way. It stops after `maxAttempts`, or when the next wait would
+/// take the whole retry past 3 x maxInterval.
+public struct RetryPolicy: Sendable, Equatable {
+    /// Statuses retried unless the request names its own.
+    public static let defaultStatuses: Set<Int> = [408, 429, 500, 502, 503, 504]
+    /// Methods retried by default: repeating them cannot do twice what once would.
+    public static let idempotentMethods: Set<String> = ["GET", "HEAD", "PUT", "DELETE", "OPTIONS"]
+    /// Failures of the network worth another try.
+    public static let retriedFailures: Set<TransferError.Kind> = [.connect, .reset, .timeout]
+    /// Statuses whose Retry-After is honoured.
+    public static let retryAfterStatuses: Set<Int> = [429, 503]
+
+    public var enabled: Bool
+    public var maxAttempts: Int
+    /// Seconds.
+    public var maxInterval: Double
+    public var statuses: Set<Int>
+
+    public init(enabled: Bool, maxAttempts: Int = 5, maxInterval: Double, statuses: Set<Int> = RetryPolicy.defaultStatuses) {
+        self.enabled = enabled
+        self.maxAttempts = maxAttempts
+        self.maxInterval = maxInterval
+        self.statuses = statuses
+    }
+
+    /// The defaults for a method: on for idempotent ones; 60 s cap for GET and HEAD, 600 s otherwise.
+    public static func defaults(for method: String) -> RetryPolicy {
+        let upper = method.uppercased()
+        return RetryPolicy(
+            enabled: idempotentMethods.contains(upper),
+            maxInterval: upper == "GET" || upper == "HEAD" ? 60 : 600)
+    }
+
+    public enum Outcome: Sendable, Equatable {
+        case status(Int, retryAfter: String?)
+        case failure(TransferError.Kind)
+    }
+
+    public enum Decision: Sendable, Equatable {
+        /// Wait this many seconds, then try again.
+        case retry(after: Double, reason: String)
+        case stop
+    }
+
+    /// - Parameters:
+    ///   - attempt: the number of the attempt that just ended, from 1.
+    ///   - waitedSoFar: seconds already spent waiting between attempts of this job.
+    ///   - jitter: drawn once per job from 0..<1; it sets the first wait in 1..<2 s.
+    ///   - now: the wall clock, for a Retry-After given as a date.
+    public func decide(attempt: Int, outcome: Outcome, waitedSoFar: Double, jitter: Double, now: Date) -> Decision {
+        guard enabled, attempt < maxAttempts else { return .stop }
+        let reason: String
+        var wait = min((1 + jitter) * pow(2, Double(attempt - 1)), maxInterval)
+        switch outcome {
+        case .status(let status, let retryAfter):
+            guard statuses.contains(status) else { return .stop }
+            reason = "status \(status)"
+            if Self.retryAfterStatuses.contains(status), let retryAfter,
+               let asked = RetryAfter.seconds(from: retryAfter, now: now) {
+                wait = min(asked, maxInterval)
+            }
+        case .failure(let kind):
+            guard Self.retriedFailures.contains(kind) else { return .stop }
+            reason = kind.rawValue
+        }
+        guard waitedSoFar + wait <= 3 * maxInterval else { return .stop }
+        return .retry(after: wait, reason: reason)
+    }
+}
+
+/// Reads a Retry-After value: delay-seconds, or an HTTP date (RFC 9110 section 10.2.3).
+public enum RetryAfter {
+    public static func seconds(from value: String, now: Date) -> Double? {
+        let text = value.trimmingCharacters(in: .whitespaces)
+        if !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+            return Double(text)
+        }
+        guard let date = httpDate(text) else { return nil }
+        return max(0, date.timeIntervalSince(now))
+    }
+
+    /// IMF-fixdate, and the obsolete RFC 850 and asctime forms that senders may still use.
+    static func httpDate(_ text: String) -> Date? {
+        for format in ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"] {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "GMT")
+            formatter.dateFormat = format
+            if let date = formatter.date(from: text) { return date }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,117 @@
+"""fetchd's command line: --help, --version, bad options, the socket path rules."""
+import os
+import shutil
+import tempfile
+import unittest
+
+from harness import Daemon, run_fetchd
+
+
+class TestCommandLine(unittest.TestCase):
+    def test_version(self):
+        r = run_fetchd("--version")
+        out = r.stdout.decode(errors="replace").strip()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(out, "--version printed nothing on stdout")
+        self.assertRegex(out, r"\d")
+        self.assertLessEqual(len(out.splitlines()), 3)
+        with Daemon() as d, d.client() as c:
+            v = c.call("getStatus")["version"]
+        self.assertIn(v, out, "--version and getStatus.version disagree")
+
+    def test_help(self):
+        r = run_fetchd("--help")
+        out = r.stdout.decode(errors="replace")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for opt in ("--socket", "--max-message-bytes", "--ca-file", "--version", "--help"):
+            self.assertIn(opt, out, f"--help does not mention {opt}")
+
+    def test_help_does_not_start_a_daemon(self):
+        tmp = tempfile.mkdtemp(prefix="fetchd-help-")
+        try:
+            path = os.path.join(tmp, "s.sock")
+            r = run_fetchd("--socket", path, "--help", timeout=10)
+            self.assertEqual(r.returncode, 0)
+            self.assertFalse(os.path.exists(path))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_unknown_option(self):
+        r = run_fetchd("--no-such-option", timeout=10)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertTrue(r.stderr.strip(), "no message for an unknown option")
+
+    def test_bad_option_values(self):
+        for args in (("--max-message-bytes", "abc"), ("--max-message-bytes", "-5"), ("--socket",)):
+            with self.subTest(args=args):
+                r = run_fetchd(*args, timeout=10)
+                self.assertNotEqual(r.returncode, 0, f"{args} accepted")
+                self.assertTrue(r.stderr.strip())
+
+
+class TestSocketPathRules(unittest.TestCase):
+    def _check(self, d, expected):
+        self.assertEqual(d.socket_path, expected)
+        with d.client() as c:
+            self.assertEqual(c.call("ping"), "pong")
+        self.assertEqual(d.stop(), 0)
+        self.assertFalse(os.path.exists(expected))
+
+    def test_env_fetchd_socket(self):
+        tmp = tempfile.mkdtemp(prefix="fetchd-env-")
+        try:
+            path = os.path.join(tmp, "env.sock")
+            with Daemon(pass_socket=False, socket_path=path, env={"FETCHD_SOCKET": path}) as d:
+                self._check(d, path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_xdg_runtime_dir(self):
+        tmp = tempfile.mkdtemp(prefix="fetchd-xdg-")
+        try:
+            path = os.path.join(tmp, "fetchd.sock")
+            with Daemon(pass_socket=False, socket_path=path, env={"XDG_RUNTIME_DIR": tmp}) as d:
+                self._check(d, path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_default_tmp_path(self):
+        path = f"/tmp/fetchd-{os.getuid()}.sock"
+        if os.path.exists(path):
+            self.skipTest(f"{path} exists (a real daemon may be running there)")
+        env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "FETCHD_SOCKET")}
+        d = Daemon(pass_socket=False, socket_path=path)
+        d.env = None
+        saved = dict(os.environ)
+        try:
+            os.environ.clear()
+            os.environ.update(env)
+            d.start()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        try:
+            self._check(d, path)
+        finally:
+            d.close()
+
+    def test_socket_option_beats_env(self):
+        tmp = tempfile.mkdtemp(prefix="fetchd-prec-")
+        try:
+            other = os.path.join(tmp, "other.sock")
+            with Daemon(env={"FETCHD_SOCKET": other, "XDG_RUNTIME_DIR": tmp}) as d:
+                with d.client() as c:
+                    self.assertEqual(c.call("ping"), "pong")
+                self.assertFalse(os.path.exists(other))
+                self.assertFalse(os.path.exists(os.path.join(tmp, "fetchd.sock")))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_unusable_socket_dir(self):
+        r = run_fetchd("--socket", "/nonexistent-dir-for-fetchd/x.sock", timeout=10)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertTrue(r.stderr.strip(), "no message when the socket can't be created")
+
+
+if __name__ == "__main__":
+    unittest.main()
