@@ -1,4 +1,5 @@
 import FetchEngine
+import Foundation
 import Synchronization
 
 /// Who stopped a job (the `by` of a -32002 error).
@@ -52,6 +53,8 @@ final class Job: Sendable {
         var cancelledBy: CancelReason?
         var finished = false
         var progress: TransferProgress?
+        /// Set while waiting to retry; resumed by the timer or by a cancel, whichever is first.
+        var waiter: CheckedContinuation<Void, any Error>?
     }
 
     init(id: String, transferID: UInt64, connectionID: UInt64, detach: Bool, method: String, url: String, comment: String?) {
@@ -105,15 +108,42 @@ final class Job: Sendable {
         }
     }
 
-    /// Marks the job cancelled and stops its transfer. False when it had already finished
-    /// or been cancelled.
+    /// Waits before the next attempt; a cancel ends the wait at once.
+    func waitBeforeRetry(seconds: Double) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let cancelledBy = mutable.withLock { m -> CancelReason? in
+                if let by = m.cancelledBy { return by }
+                m.state = .waiting
+                m.waiter = continuation
+                return nil
+            }
+            if let by = cancelledBy {
+                continuation.resume(throwing: JobCancelled(jobID: id, by: by))
+                return
+            }
+            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
+                let waiter = mutable.withLock { m -> CheckedContinuation<Void, any Error>? in
+                    defer { m.waiter = nil }
+                    if m.waiter != nil { m.state = .queued }
+                    return m.waiter
+                }
+                waiter?.resume()
+            }
+        }
+    }
+
+    /// Marks the job cancelled and stops its transfer or its wait. False when it had
+    /// already finished or been cancelled.
     func cancel(by reason: CancelReason, engine: HTTPEngine) -> Bool {
-        mutable.withLock { m -> Bool in
-            guard !m.finished, m.cancelledBy == nil else { return false }
+        let (cancelled, waiter) = mutable.withLock { m -> (Bool, CheckedContinuation<Void, any Error>?) in
+            guard !m.finished, m.cancelledBy == nil else { return (false, nil) }
             m.cancelledBy = reason
             if m.state == .running { engine.cancel(transferID) }
-            return true
+            defer { m.waiter = nil }
+            return (true, m.waiter)
         }
+        waiter?.resume(throwing: JobCancelled(jobID: id, by: reason))
+        return cancelled
     }
 
     /// After this, cancels answer false.

@@ -39,3 +39,15 @@ extension RequestModel {
         max(1, Int((seconds * 1000).rounded(.up)))
     }
 }
+
+extension RequestModel {
+    /// The method's defaults with the request's `retry` applied over them.
+    var retryPolicy: RetryPolicy {
+        var policy = RetryPolicy.defaults(for: method)
+        if let enabled = retry.enabled { policy.enabled = enabled }
+        if let maxAttempts = retry.maxAttempts { policy.maxAttempts = maxAttempts }
+        if let maxInterval = retry.maxInterval { policy.maxInterval = maxInterval }
+        if let statuses = retry.statuses { policy.statuses = Set(statuses) }
+        return policy
+    }
+}

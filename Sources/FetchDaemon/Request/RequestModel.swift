@@ -19,8 +19,7 @@ struct RequestModel: Sendable {
         let value: String
     }
 
-    /// `retry`: true, false, or an object of overrides. Retries land with their own issue;
-    /// the settings are validated and kept already.
+    /// `retry`: true, false, or an object of overrides of the method's defaults.
     struct RetrySetting: Sendable, Equatable {
         var enabled: Bool?
         var maxAttempts: Int?
