@@ -27,7 +27,7 @@ let package = Package(
         // Linux calls Swift's Glibc module does not show (epoll, eventfd, SO_PEERCRED).
         .target(name: "CLinux"),
         // HTTP: libcurl multi on one thread. Knows nothing of JSON or sockets.
-        .target(name: "FetchEngine", dependencies: ["CCurl"], swiftSettings: strict),
+        .target(name: "FetchEngine", dependencies: ["CCurl", "CLinux"], swiftSettings: strict),
         // JSON-RPC 2.0: JSON values, framing, dispatch. Knows nothing of HTTP.
         .target(name: "JSONRPC", dependencies: ["CJansson"], swiftSettings: strict),
         // The daemon joins them: socket server, one file per method, jobs, configuration.

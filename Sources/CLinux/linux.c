@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 
@@ -47,3 +48,12 @@ const unsigned int FETCHD_EPOLLOUT = EPOLLOUT;
 const unsigned int FETCHD_EPOLLRDHUP = EPOLLRDHUP;
 const unsigned int FETCHD_EPOLLHUP = EPOLLHUP;
 const unsigned int FETCHD_EPOLLERR = EPOLLERR;
+
+int fetchd_fsetxattr(int fd, const char *name, const char *value, unsigned long size) {
+    return fsetxattr(fd, name, value, size, 0);
+}
+long fetchd_getxattr(const char *path, const char *name, char *value, unsigned long size) {
+    return getxattr(path, name, value, size);
+}
+int fetchd_fremovexattr(int fd, const char *name) { return fremovexattr(fd, name); }
+int fetchd_removexattr(const char *path, const char *name) { return removexattr(path, name); }

@@ -29,6 +29,8 @@ public final class Daemon: Sendable {
             PingMethod(),
             GetStatusMethod(jobs: jobs, startedAt: startedAt) { serverBox.server?.connectionCount ?? 0 },
             FetchMethod(runner: runner, policy: policy),
+            DownloadMethod(runner: runner, policy: policy),
+            UploadMethod(runner: runner, policy: policy),
             CancelMethod(jobs: jobs),
             ListJobsMethod(jobs: jobs),
         ]

@@ -7,6 +7,10 @@ enum ErrorMapping {
         switch error {
         case let error as RPCError:
             return error
+        case let failed as JobFailed where failed.error.filePath != nil:
+            return RPCError(.fileError, "File error: \(failed.error.detail)", data: [
+                "path": .string(failed.error.filePath ?? ""), "detail": .string(failed.error.detail),
+            ])
         case let failed as JobFailed:
             return RPCError(.transportFailure, "Transfer failed: \(failed.error.detail)", data: [
                 "jobId": .string(failed.jobID), "kind": .string(failed.error.kind.rawValue),

@@ -9,17 +9,22 @@ final class EngineLoop: @unchecked Sendable {
         case start(Transfer)
         case cancel(UInt64)
         case stop
+        /// Reads or edits the cookie jars, between transfers' steps, so nothing races.
+        case cookies(@Sendable (CookieJars) -> Void)
     }
 
     private let settings: EngineSettings
     private let multi: UnsafeMutableRawPointer
     private let commands = Mutex<[Command]>([])
     let activeCount = Atomic<Int>(0)
+    /// Told (on the engine thread) the name of a jar a finished transfer may have changed.
+    let cookieObserver = Mutex<(@Sendable (String) -> Void)?>(nil)
 
     // Engine thread only.
     private var active: [UInt64: Transfer] = [:]
     private var handlePool: [UnsafeMutableRawPointer] = []
     private var stopping = false
+    private let jars = CookieJars()
 
     init(settings: EngineSettings) {
         _ = engineGlobalInit
@@ -43,8 +48,10 @@ final class EngineLoop: @unchecked Sendable {
             // Sleeps until a socket is ready, a curl timer is due, or submit() wakes it.
             curl_multi_poll(multi, nil, 0, 1000, nil)
         }
+        drainCommands()  // answers cookie commands that came with or after the stop
         for handle in handlePool { curl_easy_cleanup(handle) }
         handlePool.removeAll()
+        jars.close()
         curl_multi_cleanup(multi)
     }
 
@@ -61,6 +68,7 @@ final class EngineLoop: @unchecked Sendable {
             case .stop:
                 stopping = true
                 for id in Array(active.keys) { cancel(id, reason: "engine stopped") }
+            case .cookies(let work): work(jars)
             }
         }
     }
@@ -78,6 +86,7 @@ final class EngineLoop: @unchecked Sendable {
         }
         let easy = handlePool.popLast() ?? curl_easy_init()!
         transfer.configure(easy, settings: settings)
+        jars.attach(easy, jar: transfer.request.cookieJar)
         active[transfer.id] = transfer
         activeCount.store(active.count, ordering: .relaxed)
         curl_multi_add_handle(multi, easy)
@@ -99,6 +108,9 @@ final class EngineLoop: @unchecked Sendable {
             let code = fetchd_msg_result(message)
             if code == CURLE_OK {
                 end(transfer, .success(transfer.response()))
+            } else if code == CURLE_WRITE_ERROR, let failure = transfer.downloadSink?.failure {
+                let path = transfer.downloadSink?.target.partPath
+                end(transfer, .failure(TransferError(.other, failure, filePath: failure.hasPrefix("writing") ? path : nil)))
             } else if code == CURLE_WRITE_ERROR && transfer.bodyTooLarge {
                 let limit = transfer.request.maxBodyBytes
                 end(transfer, .failure(TransferError(.bodyTooLarge, "the body is larger than maxBodyBytes (\(limit))")))
@@ -118,6 +130,9 @@ final class EngineLoop: @unchecked Sendable {
         if let onProgress = transfer.onProgress {
             let last = transfer.currentProgress()
             if last != transfer.lastProgress { onProgress(last) }
+        }
+        if let jar = transfer.request.cookieJar, CookieJars.mayHaveChanged(transfer, easy: easy) {
+            cookieObserver.withLock { $0 }?(jar)
         }
         transfer.finish(result)
         transfer.easy = nil

@@ -6,7 +6,7 @@ import Synchronization
 /// from any thread and awaited with async/await; connections, DNS and TLS sessions are
 /// reused across every transfer it runs.
 public final class HTTPEngine: Sendable {
-    private let loop: EngineLoop
+    let loop: EngineLoop
 
     public init(settings: EngineSettings = EngineSettings()) {
         loop = EngineLoop(settings: settings)
@@ -27,10 +27,7 @@ public final class HTTPEngine: Sendable {
         onProgress: (@Sendable (TransferProgress) -> Void)? = nil,
         completion: @escaping @Sendable (Result<HTTPResponse, TransferError>) -> Void
     ) throws(TransferFileError) {
-        var upload: UploadFile? = nil
-        if case .file(let path) = request.body { upload = try UploadFile(path: path) }
-        let transfer = Transfer(id: id, request: request, uploadFile: upload, onProgress: onProgress,
-                                completion: completion)
+        let transfer = try makeTransfer(request, id: id, onProgress: onProgress, completion: completion)
         loop.submit(.start(transfer))
     }
 
@@ -38,15 +35,29 @@ public final class HTTPEngine: Sendable {
     public func perform(
         _ request: HTTPRequest, id: UInt64, onProgress: (@Sendable (TransferProgress) -> Void)? = nil
     ) async throws -> HTTPResponse {
-        var upload: UploadFile? = nil
-        if case .file(let path) = request.body { upload = try UploadFile(path: path) }
-        let opened = upload
-        return try await withCheckedThrowingContinuation { continuation in
-            let transfer = Transfer(id: id, request: request, uploadFile: opened, onProgress: onProgress) {
-                continuation.resume(with: $0.mapError { $0 as any Error })
+        try await withCheckedThrowingContinuation { continuation in
+            do {
+                let transfer = try makeTransfer(request, id: id, onProgress: onProgress) {
+                    continuation.resume(with: $0.mapError { $0 as any Error })
+                }
+                loop.submit(.start(transfer))
+            } catch {
+                continuation.resume(throwing: error)
             }
-            loop.submit(.start(transfer))
         }
+    }
+
+    /// Opens the files a transfer needs on the caller's thread, so that a file that cannot
+    /// be used fails before anything is sent and the engine thread never waits on open().
+    private func makeTransfer(
+        _ request: HTTPRequest, id: UInt64, onProgress: (@Sendable (TransferProgress) -> Void)?,
+        completion: @escaping @Sendable (Result<HTTPResponse, TransferError>) -> Void
+    ) throws(TransferFileError) -> Transfer {
+        let upload = try UploadFile(for: request.body)
+        var sink: DownloadSink? = nil
+        if case .file(let target) = request.destination { sink = try DownloadSink(target: target) }
+        return Transfer(id: id, request: request, uploadFile: upload, downloadSink: sink,
+                        onProgress: onProgress, completion: completion)
     }
 
     /// Stops a queued or running transfer at once; its completion gets `.cancelled`.
@@ -63,3 +74,4 @@ public final class HTTPEngine: Sendable {
         loop.submit(.stop)
     }
 }
+

@@ -1,6 +1,6 @@
 /// One HTTP request as the engine performs it: everything already resolved to bytes and
 /// numbers. Building it from a client's parameters is the daemon's job.
-public struct HTTPRequest: Sendable, Equatable {
+public struct HTTPRequest: Sendable {
     public var method: String
     public var url: String
     public var headers: [HTTPHeader]
@@ -10,8 +10,12 @@ public struct HTTPRequest: Sendable, Equatable {
     public var connectTimeoutMs: Int
     /// 0 = do not follow redirects.
     public var maxRedirects: Int
-    /// Past this many body bytes the transfer fails with `bodyTooLarge`.
+    /// Past this many body bytes the transfer fails with `bodyTooLarge` (in-memory bodies).
     public var maxBodyBytes: Int
+    /// In memory (the default), or streamed to a file.
+    public var destination: ResponseDestination = .memory
+    /// The cookie jar this request reads and updates; nil: no cookies at all.
+    public var cookieJar: String? = nil
 
     public init(
         method: String = "GET", url: String, headers: [HTTPHeader] = [], body: RequestBody = .none,
@@ -48,6 +52,15 @@ public enum RequestBody: Sendable, Equatable {
     case bytes([UInt8])
     /// Streamed from disk on each attempt.
     case file(path: String)
+    /// `length` bytes of a file from `offset` (a chunk of a resumable upload).
+    case fileRange(path: String, offset: Int64, length: Int64)
+    /// multipart/form-data, streamed.
+    case multipart(MultipartForm)
+}
+
+public enum ResponseDestination: Sendable {
+    case memory
+    case file(DownloadTarget)
 }
 
 extension String {

@@ -11,6 +11,8 @@ public struct HTTPResponse: Sendable {
     public var timings: TransferTimings
     public var sentBytes: Int64
     public var receivedBytes: Int64
+    /// For a download: what was written.
+    public var download: DownloadOutcome?
 
     public init(
         status: Int, headers: [HTTPHeader], url: String, body: [UInt8], redirects: Int,

@@ -12,6 +12,10 @@ let transferWriteCallback: fetchd_data_cb = { data, size, count, user in
     let t = transfer(user)
     let length = size * count
     guard let data, length > 0 else { return 0 }
+    if let sink = t.downloadSink {
+        let bytes = UnsafeRawBufferPointer(start: data, count: length)
+        return sink.write(bytes, status: t.currentStatus, headers: t.responseHeaders, errorBody: &t.body) ? length : 0
+    }
     if t.body.count + length > t.request.maxBodyBytes {
         t.bodyTooLarge = true
         return 0  // makes libcurl stop with CURLE_WRITE_ERROR
@@ -41,15 +45,23 @@ let transferHeaderCallback: fetchd_data_cb = { data, size, count, user in
 let transferReadCallback: fetchd_data_cb = { buffer, size, count, user in
     let t = transfer(user)
     guard let file = t.uploadFile, let buffer else { return Int(fetchd_readfunc_abort()) }
-    let n = read(file.descriptor, buffer, size * count)
-    return n < 0 ? Int(fetchd_readfunc_abort()) : n
+    let wanted = min(size * count, Int(clamping: file.remaining))
+    guard wanted > 0 else { return 0 }
+    let n = read(file.descriptor, buffer, wanted)
+    guard n >= 0 else { return Int(fetchd_readfunc_abort()) }
+    file.remaining -= Int64(n)
+    return n
 }
 
 let transferSeekCallback: fetchd_seek_cb = { user, offset, origin in
     let t = transfer(user)
-    guard let file = t.uploadFile, lseek(file.descriptor, off_t(offset), origin) >= 0 else {
+    // libcurl rewinds to resend the body (a redirect or an auth round): offsets are
+    // relative to where our body starts in the file.
+    guard let file = t.uploadFile, origin == SEEK_SET, offset <= file.length,
+          lseek(file.descriptor, off_t(file.offset + Int64(offset)), SEEK_SET) >= 0 else {
         return fetchd_seekfunc_fail()
     }
+    file.remaining = file.length - Int64(offset)
     return fetchd_seekfunc_ok()
 }
 

@@ -23,15 +23,19 @@ final class Transfer: @unchecked Sendable {
     var bodyTooLarge = false
     /// The request body file, opened by the caller so that an unreadable file fails early.
     var uploadFile: UploadFile?
+    /// A download's file writer, opened by the caller.
+    let downloadSink: DownloadSink?
+    private var mime: OpaquePointer?
     var lastProgressNanos: UInt64 = 0
     var lastProgress: TransferProgress?
     private var finished = false
 
-    init(id: UInt64, request: HTTPRequest, uploadFile: UploadFile?,
+    init(id: UInt64, request: HTTPRequest, uploadFile: UploadFile?, downloadSink: DownloadSink? = nil,
          onProgress: (@Sendable (TransferProgress) -> Void)?, completion: @escaping Completion) {
         self.id = id
         self.request = request
         self.uploadFile = uploadFile
+        self.downloadSink = downloadSink
         self.onProgress = onProgress
         self.completion = completion
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
@@ -40,6 +44,7 @@ final class Transfer: @unchecked Sendable {
 
     deinit {
         if let headerList { curl_slist_free_all(headerList) }
+        if let mime { curl_mime_free(mime) }
         errorBuffer.deallocate()
     }
 
@@ -108,9 +113,13 @@ final class Transfer: @unchecked Sendable {
                 _ = fetchd_easy_setopt_ptr(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
             }
             if method != "POST" { fetchd_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method) }
-        case .file:
+        case .multipart(let form):
+            mime = form.makeMime(for: easy)
+            fetchd_easy_setopt_ptr(easy, CURLOPT_MIMEPOST, UnsafeMutableRawPointer(mime))
+            if method != "POST" { fetchd_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method) }
+        case .file, .fileRange:
             setLong(CURLOPT_POST, 1)
-            fetchd_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(uploadFile?.size ?? 0))
+            fetchd_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(uploadFile?.length ?? 0))
             fetchd_easy_setopt_data_cb(easy, CURLOPT_READFUNCTION, transferReadCallback)
             fetchd_easy_setopt_ptr(easy, CURLOPT_READDATA, me)
             fetchd_easy_setopt_seek_cb(easy, transferSeekCallback)
@@ -153,12 +162,21 @@ final class Transfer: @unchecked Sendable {
         fetchd_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective)
         var version = 0
         fetchd_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
-        return HTTPResponse(
+        var response = HTTPResponse(
             status: status, headers: responseHeaders,
             url: effective.map { String(cString: $0) } ?? request.url,
             body: body, redirects: redirects, httpVersion: Self.versionName(version),
             timings: timings(), sentBytes: offInfo(CURLINFO_SIZE_UPLOAD_T),
             receivedBytes: offInfo(CURLINFO_SIZE_DOWNLOAD_T))
+        response.download = downloadSink?.finish(status: status, headers: responseHeaders)
+        return response
+    }
+
+    /// The status of the response being received (for the body writer's first call).
+    var currentStatus: Int {
+        var status = 0
+        if let easy { fetchd_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) }
+        return status
     }
 
     func currentProgress() -> TransferProgress {
@@ -199,12 +217,25 @@ final class Transfer: @unchecked Sendable {
     }
 }
 
-/// A request body file, opened before the transfer is queued.
+/// A request body file (or a range of one), opened before the transfer is queued.
 final class UploadFile: @unchecked Sendable {
     let descriptor: Int32
     let size: Int64
+    /// Where the body starts in the file, and how long it is.
+    let offset: Int64
+    let length: Int64
+    /// Bytes of the body not read yet.
+    var remaining: Int64
 
-    init(path: String) throws(TransferFileError) {
+    convenience init?(for body: RequestBody) throws(TransferFileError) {
+        switch body {
+        case .file(let path): try self.init(path: path, offset: 0, length: nil)
+        case .fileRange(let path, let offset, let length): try self.init(path: path, offset: offset, length: length)
+        default: return nil
+        }
+    }
+
+    init(path: String, offset: Int64, length: Int64?) throws(TransferFileError) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw TransferFileError(path: path, detail: String(cString: strerror(errno))) }
         var info = stat()
@@ -214,6 +245,13 @@ final class UploadFile: @unchecked Sendable {
         }
         descriptor = fd
         size = Int64(info.st_size)
+        self.offset = offset
+        self.length = length ?? max(0, size - offset)
+        remaining = self.length
+        guard offset + self.length <= size, lseek(fd, off_t(offset), SEEK_SET) >= 0 else {
+            Foundation.close(fd)
+            throw TransferFileError(path: path, detail: "the range \(offset)+\(self.length) is past the end of the file (\(size) bytes)")
+        }
     }
 
     private var closed = false
@@ -226,8 +264,13 @@ final class UploadFile: @unchecked Sendable {
     deinit { close() }
 }
 
-/// A local file the request needs could not be used.
+/// A local file the request needs could not be used (-32003 to clients).
 public struct TransferFileError: Error, Sendable, Equatable {
     public let path: String
     public let detail: String
+
+    public init(path: String, detail: String) {
+        self.path = path
+        self.detail = detail
+    }
 }

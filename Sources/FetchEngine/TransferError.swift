@@ -9,10 +9,13 @@ public struct TransferError: Error, Sendable, Equatable {
 
     public let kind: Kind
     public let detail: String
+    /// Set when a local file failed (a download could not be written), not the network.
+    public let filePath: String?
 
-    public init(_ kind: Kind, _ detail: String) {
+    public init(_ kind: Kind, _ detail: String, filePath: String? = nil) {
         self.kind = kind
         self.detail = detail
+        self.filePath = filePath
     }
 
     static func from(code: CURLcode, detail: String) -> TransferError {

@@ -11,5 +11,10 @@ int fetchd_eventfd(void);
 int fetchd_accept(int fd);
 int fetchd_peer_credentials(int fd, int *pid, unsigned int *uid);
 int fetchd_unix_socket(int nonblocking);
+/* Extended attributes (the validator of a partial download). */
+int fetchd_fsetxattr(int fd, const char *name, const char *value, unsigned long size);
+long fetchd_getxattr(const char *path, const char *name, char *value, unsigned long size);
+int fetchd_fremovexattr(int fd, const char *name);
+int fetchd_removexattr(const char *path, const char *name);
 extern const unsigned int FETCHD_EPOLLIN, FETCHD_EPOLLOUT, FETCHD_EPOLLRDHUP, FETCHD_EPOLLHUP, FETCHD_EPOLLERR;
 #endif

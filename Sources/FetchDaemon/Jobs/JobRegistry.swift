@@ -53,6 +53,14 @@ final class JobRegistry: Sendable {
         }
     }
 
+    /// An engine transfer id for work outside any job (a resumable upload's cancel command).
+    func freshTransferID() -> UInt64 {
+        state.withLock { s in
+            defer { s.nextNumber += 1 }
+            return s.nextNumber
+        }
+    }
+
     func finish(_ job: Job, succeeded: Bool) {
         job.markFinished()
         state.withLock { s in

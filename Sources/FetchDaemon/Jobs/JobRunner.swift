@@ -8,13 +8,36 @@ struct JobRunner: Sendable {
     let engine: HTTPEngine
     let jobs: JobRegistry
 
+    /// Runs one request, the same on every attempt.
     func run<Result: Sendable>(
         _ model: RequestModel, request: HTTPRequest, context: RPCContext,
-        body: (Job, HTTPResponse) throws -> Result
+        body: (Job, HTTPResponse) async throws -> Result
+    ) async throws -> Result {
+        try await run(model, method: request.method, url: request.url, context: context, prepare: { request }, body: body)
+    }
+
+    /// Runs a request that `prepare` makes anew before each attempt (a download continues
+    /// from what the previous attempt wrote).
+    func run<Result: Sendable>(
+        _ model: RequestModel, method: String, url: String, context: RPCContext,
+        prepare: () async throws -> HTTPRequest,
+        body: (Job, HTTPResponse) async throws -> Result
+    ) async throws -> Result {
+        try await runJob(model, method: method, url: url, context: context) { job, onProgress in
+            let response = try await attemptWithRetries(job, model: model, prepare: prepare, context: context, onProgress: onProgress)
+            return try await body(job, response)
+        }
+    }
+
+    /// Registers the job, runs `work` with the job and its progress reporter, and always
+    /// unregisters it. For requests that drive their own sequence of attempts.
+    func runJob<Result: Sendable>(
+        _ model: RequestModel, method: String, url: String, context: RPCContext,
+        work: (Job, (@Sendable (TransferProgress) -> Void)?) async throws -> Result
     ) async throws -> Result {
         let job = try jobs.register(
             jobID: model.jobID, connectionID: context.connectionID, detach: model.detach,
-            method: request.method, url: request.url, comment: model.comment)
+            method: method, url: url, comment: model.comment)
         var succeeded = false
         defer { jobs.finish(job, succeeded: succeeded) }
         var onProgress: (@Sendable (TransferProgress) -> Void)? = nil
@@ -24,17 +47,25 @@ struct JobRunner: Sendable {
                 context.notify("progress", ResponseFields.progress(jobID: jobID, progress))
             }
         }
-        let response = try await attemptWithRetries(job, model: model, request: request, context: context, onProgress: onProgress)
-        let result = try body(job, response)
+        let result = try await work(job, onProgress)
         succeeded = true
         return result
+    }
+
+    /// Tells the client about a wait before another attempt (when it asked for progress).
+    func announceRetry(_ job: Job, model: RequestModel, context: RPCContext, wait: Double, reason: String) {
+        guard model.progress else { return }
+        context.notify("retrying", [
+            "jobId": .string(job.id), "attempt": JSONValue(job.attempts + 1),
+            "delayMs": JSONValue(Int((wait * 1000).rounded())), "reason": .string(reason),
+        ])
     }
 
     /// Attempts until the retry policy says stop; the whole request is sent again each
     /// time (a body file is read again). The last response is the result; a network failure
     /// on the last attempt is the error.
     private func attemptWithRetries(
-        _ job: Job, model: RequestModel, request: HTTPRequest, context: RPCContext,
+        _ job: Job, model: RequestModel, prepare: () async throws -> HTTPRequest, context: RPCContext,
         onProgress: (@Sendable (TransferProgress) -> Void)?
     ) async throws -> HTTPResponse {
         let policy = model.retryPolicy
@@ -45,7 +76,7 @@ struct JobRunner: Sendable {
             var failure: JobFailed? = nil
             var response: HTTPResponse? = nil
             do {
-                let answer = try await job.attempt(request, on: engine, onProgress: onProgress)
+                let answer = try await job.attempt(try await prepare(), on: engine, onProgress: onProgress)
                 response = answer
                 outcome = .status(answer.status, retryAfter: answer.headers.first { $0.name.lowercased() == "retry-after" }?.value)
             } catch let failed as JobFailed {
@@ -57,12 +88,7 @@ struct JobRunner: Sendable {
                 if let response { return response }
                 throw failure!
             }
-            if model.progress {
-                context.notify("retrying", [
-                    "jobId": .string(job.id), "attempt": JSONValue(job.attempts + 1),
-                    "delayMs": JSONValue(Int((wait * 1000).rounded())), "reason": .string(reason),
-                ])
-            }
+            announceRetry(job, model: model, context: context, wait: wait, reason: reason)
             try await job.waitBeforeRetry(seconds: wait)
             waited += wait
         }

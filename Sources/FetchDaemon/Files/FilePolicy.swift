@@ -6,6 +6,11 @@ import JSONRPC
 struct FilePolicy: Sendable {
     let allowedDirectories: [String]
 
+    /// Downloads are held to the same rule as uploads.
+    func checkWritable(_ path: String, field: String) throws {
+        try checkReadable(path, field: field)
+    }
+
     func checkReadable(_ path: String, field: String) throws {
         guard path.hasPrefix("/") else {
             throw RPCError.invalidParams(field: field, "must be an absolute path")

@@ -1,0 +1,150 @@
+import FetchEngine
+import Foundation
+import JSONRPC
+
+/// `upload`: multipart/form-data streamed from disk (files by path or inline, plus form
+/// fields), or, with `resumable`, one file in Google's resumable upload protocol.
+struct UploadMethod: RPCMethod {
+    static let name = "upload"
+
+    struct FileParam {
+        enum Source { case path(String), bytes([UInt8]) }
+        var source: Source
+        var filename: String
+        var mimetype: String
+        var field: String
+    }
+
+    struct Params {
+        var model: RequestModel
+        var files: [FileParam] = []
+        var fields: [(String, String)] = []
+        var skipUnreadable = false
+        var resumableChunkSize: Int64?
+
+        init(_ params: JSONValue?, policy: FilePolicy) throws {
+            var reader = try ParamReader(params)
+            let methodGiven = reader.contains("method")
+            model = try RequestModel(reading: &reader, allowsBody: false, policy: policy)
+            if !methodGiven { model.method = "POST" }
+            let list = try reader.array("files") ?? []
+            for (index, value) in list.enumerated() {
+                files.append(try Self.file(value, field: reader.field("files") + "[\(index)]", policy: policy))
+            }
+            if let fields = try reader.object("fields") {
+                for (name, value) in fields.members {
+                    guard case .string(let text) = value else {
+                        throw RPCError.invalidParams(field: reader.field("fields") + "." + name, "expected a string, got \(value.typeName)")
+                    }
+                    self.fields.append((name, text))
+                }
+            }
+            if let skip = try reader.bool("skipUnreadable") { skipUnreadable = skip }
+            if var resumable = try reader.nested("resumable") {
+                resumableChunkSize = Int64(try resumable.integer("chunkSize", in: 1...(1 << 40)) ?? 8 << 20)
+                try resumable.finish()
+                guard files.count == 1, case .path = files[0].source else {
+                    throw RPCError.invalidParams(field: reader.field("files"), "a resumable upload sends exactly one file given by path")
+                }
+            }
+            guard !files.isEmpty || !fields.isEmpty else {
+                throw RPCError.invalidParams(field: reader.field("files"), "nothing to upload: give files or fields")
+            }
+            try reader.finish()
+        }
+
+        private static func file(_ value: JSONValue, field: String, policy: FilePolicy) throws -> FileParam {
+            var reader = try ParamReader(value, path: field)
+            let sources = ["path", "content", "contentBase64"].filter { reader.contains($0) }
+            guard sources.count == 1 else {
+                throw RPCError.invalidParams(field: field, "give exactly one of path, content, contentBase64")
+            }
+            let source: FileParam.Source
+            var defaultName = "file"
+            if let path = try reader.string("path") {
+                try policy.checkReadable(path, field: reader.field("path"))
+                source = .path(path)
+                defaultName = (path as NSString).lastPathComponent
+            } else if let text = try reader.string("content") {
+                source = .bytes(Array(text.utf8))
+            } else {
+                let encoded = try reader.requiredString("contentBase64")
+                guard let data = Data(base64Encoded: encoded) else {
+                    throw RPCError.invalidParams(field: reader.field("contentBase64"), "not valid base64")
+                }
+                source = .bytes([UInt8](data))
+            }
+            let filename = try reader.string("filename") ?? defaultName
+            let mimetype = try reader.string("mimetype") ?? MimeTypes.guess(forFilename: filename)
+            let formField = try reader.string("field") ?? "file"
+            try reader.finish()
+            return FileParam(source: source, filename: filename, mimetype: mimetype, field: formField)
+        }
+    }
+
+    let runner: JobRunner
+    let policy: FilePolicy
+
+    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
+        var params = try Params(params, policy: policy)
+        // Strict by default: an unreadable file stops the upload before anything is sent.
+        var failedFiles: [String] = []
+        var readable: [FileParam] = []
+        for file in params.files {
+            if case .path(let path) = file.source, let problem = Self.unreadable(path) {
+                guard params.skipUnreadable else { throw TransferFileError(path: path, detail: problem) }
+                failedFiles.append(file.filename)
+                continue
+            }
+            readable.append(file)
+        }
+        params.files = readable
+        let startedAt = ContinuousClock.now
+        if let chunkSize = params.resumableChunkSize {
+            guard let file = readable.first, case .path(let path) = file.source else {
+                throw TransferFileError(path: failedFiles.first ?? "", detail: "the file to upload could not be read")
+            }
+            let driver = ResumableUploadDriver(runner: runner)
+            let (job, response) = try await driver.upload(path: path, file: file, chunkSize: chunkSize, params: params, context: context)
+            return Self.result(job, response, failedFiles: failedFiles, startedAt: startedAt)
+        }
+        var request = params.model.httpRequest(maxBodyBytes: 64 << 20)
+        request.body = .multipart(Self.form(params))
+        return try await runner.run(params.model, request: request, context: context) { job, response in
+            Self.result(job, response, failedFiles: failedFiles, startedAt: startedAt)
+        }
+    }
+
+    static func result(_ job: Job, _ response: HTTPResponse, failedFiles: [String], startedAt: ContinuousClock.Instant) -> JSONValue {
+        var result = ResponseFields.common(job: job, response: response, startedAt: startedAt)
+        result["bytes"] = JSONValue(response.body.count)
+        FetchMethod.addBody(response.body, mode: .auto, to: &result)
+        result["sentBytes"] = .integer(response.sentBytes)
+        result["failedFiles"] = .array(failedFiles.map(JSONValue.string))
+        return .object(result)
+    }
+
+    /// Form fields first, then the files, in the order given.
+    static func form(_ params: Params) -> MultipartForm {
+        var parts = params.fields.map { MultipartForm.Part(name: $0.0, source: .bytes(Array($0.1.utf8))) }
+        for file in params.files {
+            let source: MultipartForm.Part.Source
+            switch file.source {
+            case .path(let path): source = .file(path: path)
+            case .bytes(let bytes): source = .bytes(bytes)
+            }
+            parts.append(MultipartForm.Part(name: file.field, filename: file.filename, contentType: file.mimetype, source: source))
+        }
+        return MultipartForm(parts: parts)
+    }
+
+    /// Why a file cannot be sent, or nil when it can.
+    static func unreadable(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return String(cString: strerror(errno)) }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return "not a regular file" }
+        return nil
+    }
+}
