@@ -24,6 +24,8 @@ enum ErrorMapping {
             return RPCError(.fileError, "File error: \(file.detail)", data: [
                 "path": .string(file.path), "detail": .string(file.detail),
             ])
+        case let overloaded as HostScheduler.Overloaded:
+            return RPCError(.overloaded, "Overloaded: too many requests waiting", data: ["limit": JSONValue(overloaded.limit)])
         case let refused as NotAllowed:
             return RPCError(.notAllowed, "Not allowed", data: ["detail": .string(refused.detail)])
         default:

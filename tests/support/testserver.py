@@ -26,8 +26,30 @@ Endpoints (any method unless noted):
   /flaky/<key>?fail=N&status=503[&retry-after=S]  first N requests for key get status, then 200
   /record/<key>[?ms=N]           records the arrival, holds the answer N ms
   /hits/<key>                    {"count", "times", "maxConcurrent", "inFlight"} for key
+  /flaky-body/<key>?fail=N&status=503[&retry-after=S]  as /flaky, and records each request body
+  /bodies/<key>                  {"bodies": [{"method", "length", "sha256"}...]} seen by /flaky-body/<key>
   /multipart-echo                {"parts": [{"name","filename","contentType","size","sha256",...}]}
-anything else: 404.
+  /ranged/<n>?etag=E[&key=K][&seed=S][&reset-after=B][&stall-after=B][&no-range=1][&status=S]
+                                 n deterministic bytes with ETag "E" (etag= empty: none) and a fixed
+                                 Last-Modified; Range bytes=N-[M] -> 206 + Content-Range when If-Range
+                                 is absent or matches, else 200 full (416 past the end). The FIRST
+                                 request per key (default: path+query) is cut after B body bytes:
+                                 reset-after = TCP RST, stall-after = wait until the client hangs up.
+                                 no-range=1: Range is always ignored.
+                                 status=S: answer S with all n bytes as the body.
+  /ranged-log/<key>              {"requests": [{"range", "ifRange", "status"}...]} seen by /ranged
+  /resumable/start[?key=K][&fail-chunk=N[&fail-mode=reset|503][&fail-keep=B]][&hold-chunk=N[&hold-ms=T]]
+                                 Google resumable upload start (X-Goog-Upload-Protocol: resumable,
+                                 X-Goog-Upload-Command: start) -> X-Goog-Upload-URL .../resumable/session/<id>
+                                 (id = K when unused). The N-th chunk request of the session fails:
+                                 reset = keep B bytes of it (default half), then TCP RST; 503 = answer 503.
+                                 hold-chunk: the N-th chunk's answer waits for the cancel command (<= T ms).
+  /resumable/session/<id>        PUT with X-Goog-Upload-Command upload | "upload, finalize" (with
+                                 X-Goog-Upload-Offset; a wrong offset -> 400, status active), query, cancel
+  /resumable/session/<id>/info   {"id","size","sha256","commands","status","declaredSize","contentType",
+                                  "chunks","offsets","rejected","failures","holding","startMethod"}
+  /resumable/info/<key>          {"sessions": [info...]} for every session started with ?key=K
+  /echo also reports "bodySha256".
 """
 import argparse
 import base64
@@ -39,8 +61,11 @@ import random
 import socket
 import struct
 import sys
+import re
+import select
 import threading
 import time
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
@@ -61,6 +86,45 @@ class _State:
     lock = threading.Lock()
     hits = {}  # key -> {"times": [...], "inFlight": int, "maxConcurrent": int}
     flaky = {}  # key -> count
+    bodies = {}  # key -> [{"method", "length", "sha256"}] (/flaky-body)
+    ranged = {}  # key -> [{"range", "ifRange", "status"}] (/ranged)
+    resumable = {}  # session id -> _ResumableSession
+    resumable_keys = {}  # ?key= of /resumable/start -> [session id]
+
+
+LAST_MODIFIED = "Wed, 21 Oct 2015 07:28:00 GMT"
+
+
+class _ResumableSession:
+    """One upload session of the resumable upload server (/resumable/...)."""
+
+    def __init__(self, sid, q, headers, method):
+        self.id = sid
+        self.data = bytearray()
+        self.commands = ["start"]
+        self.status = "active"
+        declared = headers.get("X-Goog-Upload-Header-Content-Length")
+        self.declared = int(declared) if declared and declared.isdigit() else declared
+        self.content_type = headers.get("X-Goog-Upload-Header-Content-Type")
+        self.start_method = method
+        self.fail_chunk = int(q.get("fail-chunk", "0"))
+        self.fail_mode = q.get("fail-mode", "reset")
+        self.fail_keep = int(q.get("fail-keep", "-1"))  # bytes of the failing chunk kept; -1: half
+        self.hold_chunk = int(q.get("hold-chunk", "0"))
+        self.hold_ms = int(q.get("hold-ms", "20000"))
+        self.chunks = 0  # chunk requests seen
+        self.offsets = []  # X-Goog-Upload-Offset of each chunk request
+        self.rejected = 0
+        self.failures = []
+        self.holding = False
+        self.cancelled = threading.Event()
+
+    def info(self):
+        return {"id": self.id, "size": len(self.data), "sha256": hashlib.sha256(self.data).hexdigest(),
+                "commands": list(self.commands), "status": self.status, "declaredSize": self.declared,
+                "contentType": self.content_type, "chunks": self.chunks, "offsets": list(self.offsets),
+                "rejected": self.rejected, "failures": list(self.failures), "holding": self.holding,
+                "startMethod": self.start_method}
 
 
 def _hit(key):
@@ -158,6 +222,12 @@ class Handler(BaseHTTPRequestHandler):
 
     # ---- dispatch -----------------------------------------------------------------
     def _dispatch(self):
+        if self.path.startswith("/resumable/"):
+            try:
+                return self._resumable()
+            except (ValueError, KeyError) as e:
+                self.close_connection = True
+                return self._send(400, f"bad request: {e}")
         try:
             body = self._read_body()
         except (ProtocolError, ValueError):
@@ -238,9 +308,14 @@ class Handler(BaseHTTPRequestHandler):
             if path == "/headers-multi":
                 hs = [("X-Multi", v) for v in MULTI_X] + [("Set-Cookie", v) for v in MULTI_COOKIES]
                 return self._send(200, "multi", headers=hs)
-            if head == "flaky" and len(seg) == 2:
+            if head in ("flaky", "flaky-body") and len(seg) == 2:
                 key = seg[1]
                 _hit(key)
+                if head == "flaky-body":
+                    with _State.lock:
+                        _State.bodies.setdefault(key, []).append(
+                            {"method": self.command, "length": len(body),
+                             "sha256": hashlib.sha256(body).hexdigest()})
                 with _State.lock:
                     n = _State.flaky.get(key, 0) + 1
                     _State.flaky[key] = n
@@ -258,8 +333,16 @@ class Handler(BaseHTTPRequestHandler):
                     out = {"count": len(h["times"]), "times": list(h["times"]),
                            "maxConcurrent": h["maxConcurrent"], "inFlight": h["inFlight"]}
                 return self._json(out)
+            if head == "bodies" and len(seg) == 2:
+                with _State.lock:
+                    return self._json({"bodies": list(_State.bodies.get(seg[1], []))})
             if path == "/multipart-echo":
                 return self._multipart(body)
+            if head == "ranged" and len(seg) == 2:
+                return self._ranged(int(seg[1]), q)
+            if head == "ranged-log" and len(seg) == 2:
+                with _State.lock:
+                    return self._json({"requests": [dict(r) for r in _State.ranged.get(seg[1], [])]})
         except (ValueError, KeyError) as e:
             return self._send(400, f"bad request: {e}")
         return self._send(404, "not found")
@@ -275,6 +358,7 @@ class Handler(BaseHTTPRequestHandler):
             "body": body.decode("utf-8", errors="replace"),
             "bodyBase64": base64.b64encode(body).decode("ascii"),
             "bodyLength": len(body),
+            "bodySha256": hashlib.sha256(body).hexdigest(),
         })
 
     def _slow_body(self, chunks, ms):
@@ -290,6 +374,206 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(ms / 1000)
             self.wfile.write(b"x")
             self.wfile.flush()
+
+    # ---- /ranged: ETag + Range + If-Range, with a first request that breaks ----------
+    def _ranged(self, n, q):
+        if n < 0 or n > MAX_BYTES:
+            return self._send(400, "bad size")
+        key = q.get("key") or self.path
+        etag_param = q.get("etag", f"r{n}")
+        etag = f'"{etag_param}"' if etag_param else None
+        rng = self.headers.get("Range")
+        if_range = self.headers.get("If-Range")
+        entry = {"range": rng, "ifRange": if_range, "status": None}
+        with _State.lock:
+            log = _State.ranged.setdefault(key, [])
+            first = not log
+            log.append(entry)
+        data = det_bytes(n, seed=int(q["seed"]) if "seed" in q else None)
+        status, start, end = 200, 0, n - 1
+        headers = [("Last-Modified", LAST_MODIFIED)]
+        if etag:
+            headers.append(("ETag", etag))
+        if "status" in q:  # that status with all n bytes as its body, ranges ignored
+            entry["status"] = int(q["status"])
+            return self._send(int(q["status"]), data, "application/octet-stream", headers=headers)
+        if q.get("no-range") != "1":
+            headers.append(("Accept-Ranges", "bytes"))
+            m = re.fullmatch(r"bytes=(\d+)-(\d*)", (rng or "").strip())
+            # If-Range: a strong match with the ETag, or exactly the Last-Modified date
+            if m and (if_range is None or if_range in ((etag or ""), LAST_MODIFIED)):
+                first_byte = int(m.group(1))
+                if first_byte >= n:
+                    entry["status"] = 416
+                    return self._send(416, "range not satisfiable", headers=[("Content-Range", f"bytes */{n}")])
+                status, start = 206, first_byte
+                end = min(int(m.group(2)), n - 1) if m.group(2) else n - 1
+                headers.append(("Content-Range", f"bytes {start}-{end}/{n}"))
+        entry["status"] = status
+        body = data[start:end + 1]
+        self.send_response(status)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        reset_after = int(q.get("reset-after", "-1")) if first else -1
+        stall_after = int(q.get("stall-after", "-1")) if first else -1
+        if 0 <= reset_after < len(body):
+            self.wfile.write(body[:reset_after])
+            self.wfile.flush()
+            time.sleep(0.05)  # let the first bytes reach the client before the RST
+            return self._rst()
+        if 0 <= stall_after < len(body):
+            self.wfile.write(body[:stall_after])
+            self.wfile.flush()
+            self._wait_for_hangup(int(q.get("stall-ms", "30000")) / 1000)
+            self.close_connection = True
+            return
+        self.wfile.write(body)
+
+    def _wait_for_hangup(self, timeout):
+        """Block until the client closes the connection (or timeout seconds)."""
+        deadline = time.monotonic() + timeout
+        sock = self.connection
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            r, _, _ = select.select([sock], [], [], left)
+            if r:
+                try:
+                    if not sock.recv(65536):
+                        return
+                except OSError:
+                    return
+
+    # ---- /resumable: Google's resumable upload protocol ----------------------------
+    def _resumable(self):
+        parts = urlsplit(self.path)
+        path = parts.path
+        q = dict(parse_qsl(parts.query, keep_blank_values=True))
+        seg = path.strip("/").split("/")
+        raw_cmd = self.headers.get("X-Goog-Upload-Command") or ""
+        cmd = ", ".join(p.strip().lower() for p in raw_cmd.split(",") if p.strip())
+        if len(seg) == 3 and seg[1] == "session" and cmd in ("upload", "upload, finalize"):
+            with _State.lock:
+                s = _State.resumable.get(seg[2])
+            if s is not None:
+                return self._resumable_chunk(s, cmd)
+        try:
+            self._read_body()
+        except ProtocolError:
+            self.close_connection = True
+            return self._send(400, "bad request body")
+        if path == "/resumable/start":
+            proto = (self.headers.get("X-Goog-Upload-Protocol") or "").lower()
+            if cmd != "start" or proto != "resumable":
+                return self._send(400, "expected X-Goog-Upload-Protocol: resumable and X-Goog-Upload-Command: start")
+            with _State.lock:
+                key = q.get("key") or uuid.uuid4().hex
+                sid, n = key, 1
+                while sid in _State.resumable:
+                    n += 1
+                    sid = f"{key}.{n}"
+                _State.resumable[sid] = _ResumableSession(sid, q, self.headers, self.command)
+                _State.resumable_keys.setdefault(key, []).append(sid)
+            url = f"http://127.0.0.1:{self.server.server_address[1]}/resumable/session/{sid}"
+            return self._send(200, "", headers=[("X-Goog-Upload-Status", "active"), ("X-Goog-Upload-URL", url),
+                                                ("X-Goog-Upload-Chunk-Granularity", "1")])
+        if len(seg) == 3 and seg[1] == "info":
+            with _State.lock:
+                out = [_State.resumable[i].info() for i in _State.resumable_keys.get(seg[2], [])]
+            return self._json({"sessions": out})
+        if len(seg) < 3 or seg[1] != "session":
+            return self._send(404, "not found")
+        with _State.lock:
+            s = _State.resumable.get(seg[2])
+        if s is None:
+            return self._send(404, "no such upload session")
+        if len(seg) == 4 and seg[3] == "info":
+            with _State.lock:
+                return self._json(s.info())
+        if len(seg) != 3:
+            return self._send(404, "not found")
+        with _State.lock:
+            s.commands.append(cmd or raw_cmd)
+            size = len(s.data)
+            if cmd == "cancel":
+                s.status = "cancelled"
+            status = s.status
+        if cmd == "cancel":
+            s.cancelled.set()
+            return self._send(200, "", headers=[("X-Goog-Upload-Status", "cancelled")])
+        if cmd == "query":
+            return self._send(200, "", headers=[("X-Goog-Upload-Status", status),
+                                                ("X-Goog-Upload-Size-Received", str(size))])
+        return self._send(400, f"unknown X-Goog-Upload-Command {raw_cmd!r}",
+                          headers=[("X-Goog-Upload-Status", status)])
+
+    def _resumable_chunk(self, s, cmd):
+        try:
+            offset = int(self.headers.get("X-Goog-Upload-Offset") or "")
+        except ValueError:
+            offset = None
+        with _State.lock:
+            s.commands.append(cmd)
+            s.chunks += 1
+            n = s.chunks
+            s.offsets.append(offset)
+            fail = n == s.fail_chunk
+            hold = n == s.hold_chunk
+        if fail and s.fail_mode == "reset":
+            cl = self.headers.get("Content-Length")
+            if cl is not None:
+                total = int(cl)
+                keep = total // 2 if s.fail_keep < 0 else min(s.fail_keep, total)
+                data = self.rfile.read(keep)
+            else:
+                data = self._read_body()
+                data = data[:len(data) // 2 if s.fail_keep < 0 else s.fail_keep]
+            with _State.lock:
+                kept = 0
+                if offset == len(s.data) and s.status == "active":
+                    s.data += data
+                    kept = len(data)
+                s.failures.append({"chunk": n, "mode": "reset", "kept": kept})
+            return self._rst()
+        try:
+            body = self._read_body()
+        except ProtocolError:
+            self.close_connection = True
+            return self._send(400, "bad request body")
+        if fail:
+            with _State.lock:
+                s.failures.append({"chunk": n, "mode": "503", "kept": 0})
+            return self._send(503, "injected failure", headers=[("X-Goog-Upload-Status", "active")])
+        if hold:
+            with _State.lock:
+                s.holding = True
+            s.cancelled.wait(s.hold_ms / 1000)
+            with _State.lock:
+                s.holding = False
+        with _State.lock:
+            if s.status != "active":
+                return self._send(400, f"upload is {s.status}", headers=[("X-Goog-Upload-Status", s.status)])
+            if offset != len(s.data):
+                s.rejected += 1
+                return self._send(400, f"offset {offset} but {len(s.data)} bytes received",
+                                  headers=[("X-Goog-Upload-Status", "active"),
+                                           ("X-Goog-Upload-Size-Received", str(len(s.data)))])
+            s.data += body
+            size = len(s.data)
+            if cmd.endswith("finalize"):
+                s.status = "final"
+            status = s.status
+            digest = hashlib.sha256(s.data).hexdigest()
+        hs = [("X-Goog-Upload-Status", status), ("X-Goog-Upload-Size-Received", str(size))]
+        if status == "final":
+            return self._json({"size": size, "sha256": digest}, headers=hs)
+        return self._send(200, "", headers=hs)
 
     def _record(self, key, ms):
         h = _hit(key)

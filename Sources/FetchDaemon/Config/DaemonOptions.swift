@@ -4,10 +4,23 @@ import Foundation
 public struct DaemonOptions: Sendable, Equatable {
     public var socketPath: String?
     public var caFile: String?
+    public var cookieFile: String?
     public var maxMessageBytes = 16 << 20
     public var allowedDirectories: [String] = []
     public var shutdownGraceSeconds = 5.0
     public var verbose = false
+    /// `--max-per-host`: the `*` default's maxConcurrent.
+    public var maxPerHost: Int?
+    /// `--rate HOST=RPS[:BURST]`, in order given.
+    public var rates: [RateFlag] = []
+    public var configPath: String?
+    public var maxQueued = 10_000
+
+    public struct RateFlag: Sendable, Equatable {
+        public var host: String
+        public var requestsPerSecond: Double
+        public var burst: Int?
+    }
 
     public init() {}
 
@@ -35,6 +48,9 @@ public struct DaemonOptions: Sendable, Equatable {
         Option(name: "--ca-file", argument: "PATH", help: "CA bundle for TLS verification instead of the system store") { o, v throws(UsageError) in
             o.caFile = v
         },
+        Option(name: "--cookie-file", argument: "PATH", help: "keep the default cookie jar in this Netscape cookies.txt (loaded at start, written after changes and at exit)") { o, v throws(UsageError) in
+            o.cookieFile = try absolutePath(v, option: "--cookie-file")
+        },
         Option(name: "--max-message-bytes", argument: "N", help: "longest JSON-RPC line accepted (default 16777216)") { o, v throws(UsageError) in
             guard let n = Int(v), n >= 64 else { throw UsageError(description: "--max-message-bytes takes a number of at least 64") }
             o.maxMessageBytes = n
@@ -45,6 +61,20 @@ public struct DaemonOptions: Sendable, Equatable {
         Option(name: "--shutdown-grace", argument: "SECONDS", help: "on SIGTERM, how long running jobs may finish before they are cancelled (default 5)") { o, v throws(UsageError) in
             guard let s = Double(v), s >= 0, s <= 3600 else { throw UsageError(description: "--shutdown-grace takes seconds from 0 to 3600") }
             o.shutdownGraceSeconds = s
+        },
+        Option(name: "--max-per-host", argument: "N", help: "requests running at once per host, for hosts without their own limit (default 10; 0 = no cap)") { o, v throws(UsageError) in
+            guard let n = Int(v), n >= 0 else { throw UsageError(description: "--max-per-host takes a whole number >= 0") }
+            o.maxPerHost = n
+        },
+        Option(name: "--rate", argument: "HOST=RPS[:BURST]", help: "requests per second (and burst) for a host, name or name:port or * (repeatable)") { o, v throws(UsageError) in
+            o.rates.append(try parseRate(v))
+        },
+        Option(name: "--config", argument: "PATH", help: "rate limit file: lines of `HOST [maxConcurrent=N] [rps=X] [burst=N]` (see docs/rate-limits.md)") { o, v throws(UsageError) in
+            o.configPath = try absolutePath(v, option: "--config")
+        },
+        Option(name: "--max-queued", argument: "N", help: "requests that may wait for their host before new ones get -32005 (default 10000)") { o, v throws(UsageError) in
+            guard let n = Int(v), n >= 1 else { throw UsageError(description: "--max-queued takes a whole number >= 1") }
+            o.maxQueued = n
         },
         Option(name: "--verbose", argument: nil, help: "log connections and requests to stderr") { o, _ throws(UsageError) in
             o.verbose = true
@@ -100,6 +130,22 @@ public struct DaemonOptions: Sendable, Equatable {
         lines.append("")
         lines.append("SIGTERM or SIGINT: stop accepting, answer what is pending, remove the socket, exit 0.")
         return lines.joined(separator: "\n")
+    }
+
+    /// `HOST=RPS[:BURST]`
+    static func parseRate(_ text: String) throws(UsageError) -> RateFlag {
+        guard let equals = text.lastIndex(of: "=") else { throw UsageError(description: "--rate takes HOST=RPS[:BURST], got \(text)") }
+        let host = String(text[..<equals])
+        let numbers = text[text.index(after: equals)...].split(separator: ":", omittingEmptySubsequences: false)
+        guard !host.isEmpty, numbers.count <= 2, let rps = Double(numbers[0]), rps > 0, rps.isFinite else {
+            throw UsageError(description: "--rate takes HOST=RPS[:BURST] with RPS > 0, got \(text)")
+        }
+        var burst: Int? = nil
+        if numbers.count == 2 {
+            guard let b = Int(numbers[1]), b >= 1 else { throw UsageError(description: "--rate burst must be a whole number >= 1, got \(text)") }
+            burst = b
+        }
+        return RateFlag(host: host, requestsPerSecond: rps, burst: burst)
     }
 
     private static func absolutePath(_ path: String, option: String) throws(UsageError) -> String {

@@ -55,6 +55,8 @@ final class Job: Sendable {
         var progress: TransferProgress?
         /// Set while waiting to retry; resumed by the timer or by a cancel, whichever is first.
         var waiter: CheckedContinuation<Void, any Error>?
+        /// Set while queued behind the host's limits.
+        var waitingTicket: HostScheduler.Ticket?
     }
 
     init(id: String, transferID: UInt64, connectionID: UInt64, detach: Bool, method: String, url: String, comment: String?) {
@@ -76,10 +78,15 @@ final class Job: Sendable {
         }
     }
 
-    /// Runs one attempt on the engine, unless the job was cancelled first.
+    /// Runs one attempt: waits for its host's turn (limits shared by every client), then
+    /// performs it on the engine, unless the job was cancelled first.
     func attempt(
-        _ request: HTTPRequest, on engine: HTTPEngine, onProgress: (@Sendable (TransferProgress) -> Void)?
+        _ request: HTTPRequest, priority: Int, on services: JobServices,
+        onProgress: (@Sendable (TransferProgress) -> Void)?
     ) async throws -> HTTPResponse {
+        let host = (try? RequestURL(request.url)).map(HostKey.init) ?? HostKey(scheme: "http", name: "unknown", port: 0)
+        try await waitForHost(HostScheduler.Ticket(id: transferID, host: host, priority: priority), services: services)
+        // From here this attempt holds one of the host's slots until it ends.
         let observe: @Sendable (TransferProgress) -> Void = { [self] progress in
             mutable.withLock { $0.progress = progress }
             onProgress?(progress)
@@ -88,7 +95,8 @@ final class Job: Sendable {
             let refusal = mutable.withLock { m -> (any Error)? in
                 if let by = m.cancelledBy { return JobCancelled(jobID: id, by: by) }
                 do {
-                    try engine.start(request, id: transferID, onProgress: observe) { result in
+                    try services.engine.start(request, id: transferID, onProgress: observe) { result in
+                        services.admission.finished(host)
                         continuation.resume(returning: result)
                     }
                 } catch {
@@ -98,7 +106,10 @@ final class Job: Sendable {
                 m.attempt += 1
                 return nil
             }
-            if let refusal { continuation.resume(throwing: refusal) }
+            if let refusal {
+                services.admission.finished(host)
+                continuation.resume(throwing: refusal)
+            }
         }
         // A cancel that was acknowledged wins over a result that raced it.
         if let by = mutable.withLock({ $0.cancelledBy }) { throw JobCancelled(jobID: id, by: by) }
@@ -106,6 +117,25 @@ final class Job: Sendable {
         case .success(let response): return response
         case .failure(let error): throw JobFailed(jobID: id, attempts: attempts, error: error)
         }
+    }
+
+    /// Queues behind the host's limits; a cancel takes the job out of the queue.
+    private func waitForHost(_ ticket: HostScheduler.Ticket, services: JobServices) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let refusal = mutable.withLock { m -> (any Error)? in
+                if let by = m.cancelledBy { return JobCancelled(jobID: id, by: by) }
+                do {
+                    try services.admission.enqueue(ticket) { continuation.resume(with: $0) }
+                } catch {
+                    return error
+                }
+                m.state = .queued
+                m.waitingTicket = ticket
+                return nil
+            }
+            if let refusal { continuation.resume(throwing: refusal) }
+        }
+        mutable.withLock { $0.waitingTicket = nil }
     }
 
     /// Waits before the next attempt; a cancel ends the wait at once.
@@ -134,11 +164,14 @@ final class Job: Sendable {
 
     /// Marks the job cancelled and stops its transfer or its wait. False when it had
     /// already finished or been cancelled.
-    func cancel(by reason: CancelReason, engine: HTTPEngine) -> Bool {
+    func cancel(by reason: CancelReason, services: JobServices) -> Bool {
         let (cancelled, waiter) = mutable.withLock { m -> (Bool, CheckedContinuation<Void, any Error>?) in
             guard !m.finished, m.cancelledBy == nil else { return (false, nil) }
             m.cancelledBy = reason
-            if m.state == .running { engine.cancel(transferID) }
+            if let ticket = m.waitingTicket {
+                services.admission.cancel(ticket, error: JobCancelled(jobID: id, by: reason))
+            }
+            if m.state == .running { services.engine.cancel(transferID) }
             defer { m.waiter = nil }
             return (true, m.waiter)
         }
@@ -150,4 +183,10 @@ final class Job: Sendable {
     func markFinished() {
         mutable.withLock { $0.finished = true }
     }
+}
+
+/// What jobs run on: the engine, and the admission queue that applies every host's limits.
+struct JobServices: Sendable {
+    let engine: HTTPEngine
+    let admission: HostAdmission
 }

@@ -8,7 +8,7 @@ final class JobRegistry: Sendable {
         var queued = 0, running = 0, waiting = 0, finished = 0, failed = 0
     }
 
-    private let engine: HTTPEngine
+    let services: JobServices
     private let state = Mutex(State())
 
     private struct State {
@@ -21,8 +21,8 @@ final class JobRegistry: Sendable {
         var shuttingDown = false
     }
 
-    init(engine: HTTPEngine) {
-        self.engine = engine
+    init(services: JobServices) {
+        self.services = services
     }
 
     /// Registers a job under the client's id, or a fresh one.
@@ -71,7 +71,7 @@ final class JobRegistry: Sendable {
 
     func cancel(jobID: String, by reason: CancelReason) -> Bool {
         guard let job = state.withLock({ $0.live[jobID] }) else { return false }
-        return job.cancel(by: reason, engine: engine)
+        return job.cancel(by: reason, services: services)
     }
 
     /// The connection's peer is gone: its jobs stop unless they were sent with `detach`.
@@ -80,7 +80,7 @@ final class JobRegistry: Sendable {
             s.vanishedConnections.insert(connectionID)
             return s.live.values.filter { $0.connectionID == connectionID && !$0.detach }
         }
-        for job in jobs { _ = job.cancel(by: .disconnect, engine: engine) }
+        for job in jobs { _ = job.cancel(by: .disconnect, services: services) }
     }
 
     func connectionClosed(_ connectionID: UInt64) {
@@ -93,7 +93,7 @@ final class JobRegistry: Sendable {
     }
 
     func cancelAll(by reason: CancelReason) {
-        for job in state.withLock({ Array($0.live.values) }) { _ = job.cancel(by: reason, engine: engine) }
+        for job in state.withLock({ Array($0.live.values) }) { _ = job.cancel(by: reason, services: services) }
     }
 
     var liveCount: Int { state.withLock { $0.live.count } }

@@ -5,8 +5,9 @@ import JSONRPC
 /// Runs a request model as a job: registers it, performs it on the engine, and always
 /// unregisters it, whatever the outcome. `fetch`, `download` and `upload` share it.
 struct JobRunner: Sendable {
-    let engine: HTTPEngine
     let jobs: JobRegistry
+    var services: JobServices { jobs.services }
+    var engine: HTTPEngine { jobs.services.engine }
 
     /// Runs one request, the same on every attempt.
     func run<Result: Sendable>(
@@ -52,6 +53,15 @@ struct JobRunner: Sendable {
         return result
     }
 
+    /// A 429 or 503 with Retry-After holds every client's new requests to that host until
+    /// then (capped by the job's maxInterval), whether or not this job retries.
+    func pauseHostIfAsked(status: Int, retryAfter: String?, url: String, policy: RetryPolicy) {
+        guard RetryPolicy.retryAfterStatuses.contains(status), let retryAfter,
+              let seconds = RetryAfter.seconds(from: retryAfter, now: Date()), seconds > 0,
+              let parsed = try? RequestURL(url) else { return }
+        services.admission.pause(HostKey(parsed), seconds: min(seconds, policy.maxInterval))
+    }
+
     /// Tells the client about a wait before another attempt (when it asked for progress).
     func announceRetry(_ job: Job, model: RequestModel, context: RPCContext, wait: Double, reason: String) {
         guard model.progress else { return }
@@ -76,9 +86,12 @@ struct JobRunner: Sendable {
             var failure: JobFailed? = nil
             var response: HTTPResponse? = nil
             do {
-                let answer = try await job.attempt(try await prepare(), on: engine, onProgress: onProgress)
+                let request = try await prepare()
+                let answer = try await job.attempt(request, priority: model.priority, on: services, onProgress: onProgress)
                 response = answer
-                outcome = .status(answer.status, retryAfter: answer.headers.first { $0.name.lowercased() == "retry-after" }?.value)
+                let retryAfter = answer.headers.first { $0.name.lowercased() == "retry-after" }?.value
+                outcome = .status(answer.status, retryAfter: retryAfter)
+                pauseHostIfAsked(status: answer.status, retryAfter: retryAfter, url: request.url, policy: policy)
             } catch let failed as JobFailed {
                 failure = failed
                 outcome = .failure(failed.error.kind)

@@ -1,0 +1,59 @@
+import FetchEngine
+import Foundation
+import JSONRPC
+
+/// `getRateLimits`: every configured limit with the running and queued requests of the
+/// hosts it governs and when a Retry-After pause ends; `hosts` details each active host.
+struct GetRateLimitsMethod: RPCMethod {
+    static let name = "getRateLimits"
+
+    let admission: HostAdmission
+
+    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
+        let reader = try ParamReader(params)
+        try reader.finish()
+        let (scheduler, now) = admission.snapshot()
+        let wallNow = Date()
+        func iso(_ monotonic: Double?) -> JSONValue {
+            guard let monotonic, monotonic > now else { return .null }
+            return .string(ISO8601Format.string(wallNow.addingTimeInterval(monotonic - now)))
+        }
+        var limits: [JSONValue] = []
+        for pattern in scheduler.limits.keys.sorted(by: { ($0 == "*" ? "" : $0) < ($1 == "*" ? "" : $1) }) {
+            guard let limit = scheduler.limits[pattern] else { continue }
+            let governed = scheduler.hosts.filter { scheduler.limitEntry(for: $0.key) == pattern }
+            var entry = Self.describe(host: pattern, limit: limit).objectValue ?? JSONObject()
+            entry["running"] = JSONValue(governed.values.reduce(0) { $0 + $1.running })
+            entry["queued"] = JSONValue(governed.values.reduce(0) { $0 + $1.waiting.count })
+            entry["pausedUntil"] = iso(governed.values.compactMap(\.pausedUntil).max())
+            limits.append(.object(entry))
+        }
+        let hosts: [JSONValue] = scheduler.hosts.keys.sorted { $0.description < $1.description }.compactMap { key in
+            guard let state = scheduler.hosts[key] else { return nil }
+            return [
+                "host": .string(key.description), "limit": .string(scheduler.limitEntry(for: key)),
+                "running": JSONValue(state.running), "queued": JSONValue(state.waiting.count),
+                "pausedUntil": iso(state.pausedUntil),
+            ]
+        }
+        return ["limits": .array(limits), "hosts": .array(hosts), "queued": JSONValue(scheduler.queued),
+                "maxQueued": JSONValue(scheduler.maxQueued)]
+    }
+
+    static func describe(host: String, limit: HostScheduler.Limit) -> JSONValue {
+        [
+            "host": .string(host),
+            "maxConcurrent": limit.maxConcurrent.map { JSONValue($0) } ?? .null,
+            "requestsPerSecond": limit.requestsPerSecond.map(JSONValue.double) ?? .null,
+            "burst": JSONValue(limit.burst),
+        ]
+    }
+}
+
+enum ISO8601Format {
+    static func string(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: date)
+    }
+}

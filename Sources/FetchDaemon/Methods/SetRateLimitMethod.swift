@@ -1,0 +1,50 @@
+import FetchEngine
+import JSONRPC
+
+/// `setRateLimit {host, maxConcurrent, requestsPerSecond, burst}`: changes a host's limits
+/// for every client at once. A field left out keeps its value (a new host starts from `*`);
+/// null clears it.
+struct SetRateLimitMethod: RPCMethod {
+    static let name = "setRateLimit"
+
+    let admission: HostAdmission
+
+    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
+        var reader = try ParamReader(params)
+        let host = try reader.requiredString("host").lowercased()
+        guard host == "*" || Self.isHostPattern(host) else {
+            throw RPCError.invalidParams(field: "host", "expected a host name, name:port, or *")
+        }
+        let current = admission.snapshot().scheduler
+        var limit = current.limits[host] ?? current.limits["*"] ?? HostScheduler.Limit()
+        if reader.value("maxConcurrent") == .null {
+            limit.maxConcurrent = nil
+        } else if let cap = try reader.integer("maxConcurrent", in: 0...1_000_000) {
+            limit.maxConcurrent = cap
+        }
+        if reader.value("requestsPerSecond") == .null {
+            limit.requestsPerSecond = nil
+        } else if let rps = try reader.number("requestsPerSecond", in: 0.000001...1_000_000) {
+            limit.requestsPerSecond = rps
+        }
+        if reader.value("burst") == .null {
+            limit.burst = 1
+        } else if let burst = try reader.integer("burst", in: 1...1_000_000) {
+            limit.burst = burst
+        }
+        try reader.finish()
+        admission.setLimit(limit, for: host)
+        return GetRateLimitsMethod.describe(host: host, limit: limit)
+    }
+
+    /// `name` or `name:port`: letters, digits, dots, dashes, an IPv6 literal in brackets.
+    static func isHostPattern(_ text: String) -> Bool {
+        guard !text.isEmpty, text.utf8.count <= 300 else { return false }
+        var name = Substring(text)
+        if let colon = text.lastIndex(of: ":"), !text.hasSuffix("]") {
+            guard let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else { return false }
+            name = text[..<colon]
+        }
+        return !name.isEmpty && name.allSatisfy { $0.isLetter || $0.isNumber || "-._[]:".contains($0) }
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import Synchronization
+
+/// Drives a `HostScheduler` with the real clock: requests wait here until their host may
+/// take them, a timer wakes the queue when a rate or a pause allows the next start, and
+/// every client's requests share the same limits.
+public final class HostAdmission: Sendable {
+    public typealias Admitted = @Sendable (Result<Void, any Error>) -> Void
+
+    private struct State {
+        var scheduler: HostScheduler
+        var waiters: [UInt64: Admitted] = [:]
+        var timerDeadline: Double?
+    }
+
+    private let state: Mutex<State>
+    /// Rescheduled only under the lock; dispatch sources are themselves thread-safe.
+    private nonisolated(unsafe) let timer: any DispatchSourceTimer
+    private let origin = DispatchTime.now()
+
+    public init(scheduler: HostScheduler) {
+        state = Mutex(State(scheduler: scheduler))
+        timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "fetchd.admission"))
+        timer.schedule(deadline: .distantFuture)
+        timer.setEventHandler { [weak self] in self?.pump() }
+        timer.resume()
+    }
+
+    deinit { timer.cancel() }
+
+    /// Seconds on the monotonic clock since this object was made.
+    public var now: Double { Double(DispatchTime.now().uptimeNanoseconds - origin.uptimeNanoseconds) / 1e9 }
+
+    /// Queues a request; `admitted` is called once, when it may start (or with an error
+    /// when it was cancelled). Throws `Overloaded` at once when the queue is full.
+    public func enqueue(_ ticket: HostScheduler.Ticket, admitted: @escaping Admitted) throws(HostScheduler.Overloaded) {
+        try state.withLock { s throws(HostScheduler.Overloaded) in
+            try s.scheduler.enqueue(ticket)
+            s.waiters[ticket.id] = admitted
+        }
+        pump()
+    }
+
+    /// Takes a waiting request out of the queue; its callback gets `error`. False when it
+    /// was not waiting.
+    @discardableResult
+    public func cancel(_ ticket: HostScheduler.Ticket, error: any Error) -> Bool {
+        let waiter = state.withLock { s -> Admitted? in
+            guard s.scheduler.cancel(ticketID: ticket.id, host: ticket.host) else { return nil }
+            return s.waiters.removeValue(forKey: ticket.id)
+        }
+        waiter?(.failure(error))
+        return waiter != nil
+    }
+
+    /// A started request ended: its host may take another.
+    public func finished(_ host: HostKey) {
+        state.withLock { $0.scheduler.finished(host: host) }
+        pump()
+    }
+
+    /// Holds new starts for the host for `seconds`, for every client.
+    public func pause(_ host: HostKey, seconds: Double) {
+        let until = now + seconds
+        state.withLock { $0.scheduler.pause(host: host, until: until) }
+        pump()
+    }
+
+    public func setLimit(_ limit: HostScheduler.Limit, for pattern: String) {
+        state.withLock { $0.scheduler.setLimit(limit, for: pattern) }
+        pump()
+    }
+
+    public func removeLimit(for pattern: String) {
+        state.withLock { $0.scheduler.removeLimit(for: pattern) }
+        pump()
+    }
+
+    /// A consistent copy of the scheduler (limits, hosts, queue) and the clock reading it
+    /// belongs to.
+    public func snapshot() -> (scheduler: HostScheduler, now: Double) {
+        let now = self.now
+        return (state.withLock { $0.scheduler }, now)
+    }
+
+    /// Starts whatever may start, then sets the timer for the next time-bound start.
+    private func pump() {
+        let now = self.now
+        let (ready, wakeup) = state.withLock { s -> ([Admitted], Double?) in
+            s.scheduler.expire(now: now)
+            let admitted = s.scheduler.admit(now: now).compactMap { s.waiters.removeValue(forKey: $0.id) }
+            let next = s.scheduler.nextWakeup(now: now)
+            if next != s.timerDeadline {
+                s.timerDeadline = next
+                if let next {
+                    let delay = max(0, next - now)
+                    timer.schedule(deadline: .now() + .nanoseconds(Int((delay * 1e9).rounded(.up))), leeway: .nanoseconds(0))
+                } else {
+                    timer.schedule(deadline: .distantFuture)
+                }
+            }
+            return (admitted, next)
+        }
+        _ = wakeup
+        for admitted in ready { admitted(.success(())) }
+    }
+}
