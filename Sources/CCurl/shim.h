@@ -34,4 +34,7 @@ static inline int fetchd_readfunc_abort(void) { return CURL_READFUNC_ABORT; }
 static inline int fetchd_seekfunc_ok(void) { return CURL_SEEKFUNC_OK; }
 static inline int fetchd_seekfunc_fail(void) { return CURL_SEEKFUNC_FAIL; }
 static inline long fetchd_global_all(void) { return CURL_GLOBAL_ALL; }
+/* Cookie jars: one share per jar, and reading a jar's cookies as Netscape lines. */
+static inline CURLSHcode fetchd_share_setopt_long(CURLSH *s, CURLSHoption o, long v) { return curl_share_setopt(s, o, v); }
+static inline CURLcode fetchd_easy_getinfo_slist(CURL *h, CURLINFO i, struct curl_slist **v) { return curl_easy_getinfo(h, i, v); }
 #endif

@@ -11,15 +11,34 @@ public final class Daemon: Sendable {
     private let engine: HTTPEngine
     private let jobs: JobRegistry
     private let server: SocketServer
+    private let cookieFile: CookiePersister?
 
     public init(options: DaemonOptions, environment: [String: String]) throws {
         self.options = options
         log = Logger(minimum: options.verbose ? .debug : .notice)
         socketPath = SocketPath.resolve(flag: options.socketPath, environment: environment, uid: getuid())
         engine = HTTPEngine(settings: EngineSettings(caFile: options.caFile, userAgent: "fetchd/\(FetchdVersion.text)"))
-        let jobs = JobRegistry(engine: engine)
+        // Loaded before the socket exists, so the first request already sees the cookies.
+        let cookieFile = options.cookieFile.map { [engine, log] in CookiePersister(path: $0, engine: engine, log: log) }
+        cookieFile?.start()
+        self.cookieFile = cookieFile
+        var rateFile: String? = nil
+        if let path = options.configPath {
+            do {
+                rateFile = try String(contentsOfFile: path, encoding: .utf8)
+            } catch {
+                throw StartupError("cannot read --config \(path): \(error.localizedDescription)")
+            }
+        }
+        let admission: HostAdmission
+        do {
+            admission = HostAdmission(scheduler: try RateLimitConfig.scheduler(options: options, file: rateFile))
+        } catch {
+            throw StartupError("--config \(options.configPath ?? ""): \(error)")
+        }
+        let jobs = JobRegistry(services: JobServices(engine: engine, admission: admission))
         self.jobs = jobs
-        let runner = JobRunner(engine: engine, jobs: jobs)
+        let runner = JobRunner(jobs: jobs)
         let policy = FilePolicy(allowedDirectories: options.allowedDirectories)
         let startedAt = ContinuousClock.now
 
@@ -33,6 +52,11 @@ public final class Daemon: Sendable {
             UploadMethod(runner: runner, policy: policy),
             CancelMethod(jobs: jobs),
             ListJobsMethod(jobs: jobs),
+            SetRateLimitMethod(admission: admission),
+            GetRateLimitsMethod(admission: admission),
+            GetCookiesMethod(engine: engine),
+            SetCookiesMethod(engine: engine),
+            ClearCookiesMethod(engine: engine),
         ]
         let dispatcher = RPCDispatcher(methods: methods, mapError: ErrorMapping.rpcError(for:))
         let log = self.log
@@ -67,6 +91,7 @@ public final class Daemon: Sendable {
         jobs.cancelAll(by: .shutdown)
         waitUntil(seconds: 5) { self.jobs.liveCount == 0 && self.server.allDrained }
         server.closeAll()
+        cookieFile?.stop()
         engine.shutdown()
         log.notice("stopped")
     }

@@ -132,7 +132,7 @@ final class EngineLoop: @unchecked Sendable {
             if last != transfer.lastProgress { onProgress(last) }
         }
         if let jar = transfer.request.cookieJar, CookieJars.mayHaveChanged(transfer, easy: easy) {
-            cookieObserver.withLock { $0 }?(jar)
+            notifyCookiesChanged(jar)
         }
         transfer.finish(result)
         transfer.easy = nil

@@ -29,10 +29,12 @@ extension RequestModel {
         if let contentType, !headers.contains(where: { $0.name.lowercased() == "content-type" }) {
             headers.append(HTTPHeader("Content-Type", contentType))
         }
-        return HTTPRequest(
+        var request = HTTPRequest(
             method: method, url: url, headers: headers, body: engineBody,
             timeoutMs: Self.milliseconds(timeout), connectTimeoutMs: Self.milliseconds(connectTimeout),
             maxRedirects: maxRedirects, maxBodyBytes: maxBodyBytes)
+        request.cookieJar = cookieJar
+        return request
     }
 
     private static func milliseconds(_ seconds: Double) -> Int {
