@@ -16,6 +16,8 @@ typedef int (*fetchd_seek_cb)(void *userdata, curl_off_t offset, int origin);
 
 static inline CURLcode fetchd_easy_setopt_data_cb(CURL *h, CURLoption o, fetchd_data_cb cb) { return curl_easy_setopt(h, o, cb); }
 static inline CURLcode fetchd_easy_setopt_xferinfo_cb(CURL *h, fetchd_xferinfo_cb cb) { return curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, cb); }
+typedef int (*fetchd_debug_cb)(CURL *handle, curl_infotype type, char *data, size_t size, void *userdata);
+static inline CURLcode fetchd_easy_setopt_debug_cb(CURL *h, fetchd_debug_cb cb) { return curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, cb); }
 static inline CURLcode fetchd_easy_setopt_seek_cb(CURL *h, fetchd_seek_cb cb) { return curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, cb); }
 
 static inline CURLcode fetchd_easy_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }

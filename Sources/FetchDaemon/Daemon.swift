@@ -10,6 +10,7 @@ public final class Daemon: Sendable {
     private let log: Logger
     private let engine: HTTPEngine
     private let jobs: JobRegistry
+    private let httpLog: HTTPLog
     private let server: SocketServer
     private let cookieFile: CookiePersister?
 
@@ -36,7 +37,9 @@ public final class Daemon: Sendable {
         } catch {
             throw StartupError("--config \(options.configPath ?? ""): \(error)")
         }
-        let jobs = JobRegistry(services: JobServices(engine: engine, admission: admission))
+        let httpLog = HTTPLog(defaultDirectory: options.httpLogDirectory(environment: environment), log: log)
+        self.httpLog = httpLog
+        let jobs = JobRegistry(services: JobServices(engine: engine, admission: admission, httpLog: httpLog))
         self.jobs = jobs
         let runner = JobRunner(jobs: jobs)
         let policy = FilePolicy(allowedDirectories: options.allowedDirectories)
@@ -46,13 +49,15 @@ public final class Daemon: Sendable {
         let serverBox = ServerBox()
         let methods: [any RPCMethod] = [
             PingMethod(),
-            GetStatusMethod(jobs: jobs, startedAt: startedAt) { serverBox.server?.connectionCount ?? 0 },
+            GetStatusMethod(jobs: jobs, httpLog: httpLog, startedAt: startedAt) { serverBox.server?.connectionCount ?? 0 },
             FetchMethod(runner: runner, policy: policy),
             DownloadMethod(runner: runner, policy: policy),
             UploadMethod(runner: runner, policy: policy),
             CancelMethod(jobs: jobs),
             ListJobsMethod(jobs: jobs),
             SetRateLimitMethod(admission: admission),
+            SetLoggingMethod(httpLog: httpLog),
+            GetLoggingMethod(httpLog: httpLog),
             GetRateLimitsMethod(admission: admission),
             GetCookiesMethod(engine: engine),
             SetCookiesMethod(engine: engine),
@@ -90,6 +95,7 @@ public final class Daemon: Sendable {
         waitUntil(seconds: options.shutdownGraceSeconds) { self.jobs.liveCount == 0 }
         jobs.cancelAll(by: .shutdown)
         waitUntil(seconds: 5) { self.jobs.liveCount == 0 && self.server.allDrained }
+        httpLog.flush()
         server.closeAll()
         cookieFile?.stop()
         engine.shutdown()

@@ -134,6 +134,13 @@ final class EngineLoop: @unchecked Sendable {
         if let jar = transfer.request.cookieJar, CookieJars.mayHaveChanged(transfer, easy: easy) {
             notifyCookiesChanged(jar)
         }
+        var result = result
+        if case .failure(var error) = result {
+            // What was learned before the failure, for HTTP logs.
+            error.exchange = transfer.recorder?.hops ?? []
+            error.timings = transfer.timings()
+            result = .failure(error)
+        }
         transfer.finish(result)
         transfer.easy = nil
         if handlePool.count < settings.handlePoolSize {

@@ -14,6 +14,8 @@ public struct HTTPRequest: Sendable {
     public var maxBodyBytes: Int
     /// In memory (the default), or streamed to a file.
     public var destination: ResponseDestination = .memory
+    /// Keep each hop's request and response headers (for HTTP logs); costs a little.
+    public var recordsExchange = false
     /// The cookie jar this request reads and updates; nil: no cookies at all.
     public var cookieJar: String? = nil
 

@@ -13,6 +13,8 @@ public struct HTTPResponse: Sendable {
     public var receivedBytes: Int64
     /// For a download: what was written.
     public var download: DownloadOutcome?
+    /// Each hop's headers, when the request asked to record them.
+    public var exchange: [ExchangeHop] = []
 
     public init(
         status: Int, headers: [HTTPHeader], url: String, body: [UInt8], redirects: Int,

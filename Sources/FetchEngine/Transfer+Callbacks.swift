@@ -34,10 +34,12 @@ let transferHeaderCallback: fetchd_data_cb = { data, size, count, user in
     if line.hasPrefix("HTTP/") {
         // A new response begins (a redirect hop or an interim 1xx): keep only the last.
         t.responseHeaders.removeAll(keepingCapacity: true)
+        t.recorder?.statusReceived(line)
     } else if let colon = line.firstIndex(of: ":") {
         let name = String(line[..<colon])
         let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
         t.responseHeaders.append(HTTPHeader(name, value))
+        t.recorder?.headerReceived(HTTPHeader(name, value))
     }
     return length
 }

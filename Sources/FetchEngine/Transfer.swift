@@ -26,6 +26,8 @@ final class Transfer: @unchecked Sendable {
     /// A download's file writer, opened by the caller.
     let downloadSink: DownloadSink?
     private var mime: OpaquePointer?
+    /// Hops for HTTP logs, when the request records them.
+    let recorder: ExchangeRecorder?
     var lastProgressNanos: UInt64 = 0
     var lastProgress: TransferProgress?
     private var finished = false
@@ -36,6 +38,7 @@ final class Transfer: @unchecked Sendable {
         self.request = request
         self.uploadFile = uploadFile
         self.downloadSink = downloadSink
+        recorder = request.recordsExchange ? ExchangeRecorder() : nil
         self.onProgress = onProgress
         self.completion = completion
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
@@ -90,6 +93,12 @@ final class Transfer: @unchecked Sendable {
             setLong(CURLOPT_NOPROGRESS, 0)
             fetchd_easy_setopt_xferinfo_cb(easy, transferProgressCallback)
             fetchd_easy_setopt_ptr(easy, CURLOPT_XFERINFODATA, me)
+        }
+
+        if recorder != nil {
+            setLong(CURLOPT_VERBOSE, 1)
+            fetchd_easy_setopt_debug_cb(easy, transferDebugCallback)
+            fetchd_easy_setopt_ptr(easy, CURLOPT_DEBUGDATA, me)
         }
 
         configureMethodAndBody(easy, me: me)
@@ -169,6 +178,7 @@ final class Transfer: @unchecked Sendable {
             timings: timings(), sentBytes: offInfo(CURLINFO_SIZE_UPLOAD_T),
             receivedBytes: offInfo(CURLINFO_SIZE_DOWNLOAD_T))
         response.download = downloadSink?.finish(status: status, headers: responseHeaders)
+        response.exchange = recorder?.hops ?? []
         return response
     }
 
@@ -187,7 +197,7 @@ final class Transfer: @unchecked Sendable {
             receivedBytes: offInfo(CURLINFO_SIZE_DOWNLOAD_T), totalReceiveBytes: receiveTotal >= 0 ? receiveTotal : nil)
     }
 
-    private func timings() -> TransferTimings {
+    func timings() -> TransferTimings {
         var t = TransferTimings()
         t.nameLookup = offInfo(CURLINFO_NAMELOOKUP_TIME_T)
         t.connect = offInfo(CURLINFO_CONNECT_TIME_T)

@@ -11,6 +11,10 @@ public struct TransferError: Error, Sendable, Equatable {
     public let detail: String
     /// Set when a local file failed (a download could not be written), not the network.
     public let filePath: String?
+    /// The hops made before the failure, when the request asked to record them.
+    public var exchange: [ExchangeHop] = []
+    /// libcurl's phase times up to the failure.
+    public var timings = TransferTimings()
 
     public init(_ kind: Kind, _ detail: String, filePath: String? = nil) {
         self.kind = kind

@@ -15,6 +15,8 @@ public struct DaemonOptions: Sendable, Equatable {
     public var rates: [RateFlag] = []
     public var configPath: String?
     public var maxQueued = 10_000
+    /// `--log-dir`: where HTTP logs go when enabled without a directory.
+    public var logDirectory: String?
 
     public struct RateFlag: Sendable, Equatable {
         public var host: String
@@ -76,6 +78,9 @@ public struct DaemonOptions: Sendable, Equatable {
             guard let n = Int(v), n >= 1 else { throw UsageError(description: "--max-queued takes a whole number >= 1") }
             o.maxQueued = n
         },
+        Option(name: "--log-dir", argument: "DIR", help: "directory for HTTP logs (HAR files) when setLogging names none (default $XDG_STATE_HOME/fetchd/http-logs)") { o, v throws(UsageError) in
+            o.logDirectory = try absolutePath(v, option: "--log-dir")
+        },
         Option(name: "--verbose", argument: nil, help: "log connections and requests to stderr") { o, _ throws(UsageError) in
             o.verbose = true
         },
@@ -130,6 +135,14 @@ public struct DaemonOptions: Sendable, Equatable {
         lines.append("")
         lines.append("SIGTERM or SIGINT: stop accepting, answer what is pending, remove the socket, exit 0.")
         return lines.joined(separator: "\n")
+    }
+
+    /// Where HTTP logs go by default: `--log-dir`, else the XDG state directory.
+    public func httpLogDirectory(environment: [String: String]) -> String {
+        if let logDirectory { return logDirectory }
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/fetchd/http-logs" }
+        let home = environment["HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/tmp"
+        return home + "/.local/state/fetchd/http-logs"
     }
 
     /// `HOST=RPS[:BURST]`

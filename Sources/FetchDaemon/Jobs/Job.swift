@@ -57,6 +57,8 @@ final class Job: Sendable {
         var waiter: CheckedContinuation<Void, any Error>?
         /// Set while queued behind the host's limits.
         var waitingTicket: HostScheduler.Ticket?
+        /// Each attempt's request and outcome, kept while HTTP logging is on.
+        var records: [AttemptRecord] = []
     }
 
     init(id: String, transferID: UInt64, connectionID: UInt64, detach: Bool, method: String, url: String, comment: String?) {
@@ -71,6 +73,24 @@ final class Job: Sendable {
 
     var attempts: Int { mutable.withLock { $0.attempt } }
 
+    /// What HTTP logs say about the job itself.
+    struct Info: Sendable {
+        let id: String
+        let comment: String?
+    }
+
+    var info: Info { Info(id: id, comment: comment) }
+
+    /// One attempt as sent and as it ended, for HTTP logs.
+    struct AttemptRecord: Sendable {
+        let number: Int
+        let startedAt: Date
+        let request: HTTPRequest
+        let outcome: Result<HTTPResponse, TransferError>
+    }
+
+    var attemptRecords: [AttemptRecord] { mutable.withLock { $0.records } }
+
     var snapshot: Snapshot {
         mutable.withLock {
             Snapshot(jobID: id, method: method, url: url, state: $0.state, attempt: $0.attempt,
@@ -84,6 +104,8 @@ final class Job: Sendable {
         _ request: HTTPRequest, priority: Int, on services: JobServices,
         onProgress: (@Sendable (TransferProgress) -> Void)?
     ) async throws -> HTTPResponse {
+        var request = request
+        request.recordsExchange = services.httpLog.isEnabled
         let host = (try? RequestURL(request.url)).map(HostKey.init) ?? HostKey(scheme: "http", name: "unknown", port: 0)
         try await waitForHost(HostScheduler.Ticket(id: transferID, host: host, priority: priority), services: services)
         // From here this attempt holds one of the host's slots until it ends.
@@ -91,6 +113,7 @@ final class Job: Sendable {
             mutable.withLock { $0.progress = progress }
             onProgress?(progress)
         }
+        let startedAt = Date()
         let outcome: Result<HTTPResponse, TransferError> = try await withCheckedThrowingContinuation { continuation in
             let refusal = mutable.withLock { m -> (any Error)? in
                 if let by = m.cancelledBy { return JobCancelled(jobID: id, by: by) }
@@ -109,6 +132,11 @@ final class Job: Sendable {
             if let refusal {
                 services.admission.finished(host)
                 continuation.resume(throwing: refusal)
+            }
+        }
+        if request.recordsExchange {
+            mutable.withLock { m in
+                m.records.append(AttemptRecord(number: m.attempt, startedAt: startedAt, request: request, outcome: outcome))
             }
         }
         // A cancel that was acknowledged wins over a result that raced it.
@@ -189,4 +217,5 @@ final class Job: Sendable {
 struct JobServices: Sendable {
     let engine: HTTPEngine
     let admission: HostAdmission
+    let httpLog: HTTPLog
 }

@@ -40,7 +40,11 @@ struct JobRunner: Sendable {
             jobID: model.jobID, connectionID: context.connectionID, detach: model.detach,
             method: method, url: url, comment: model.comment)
         var succeeded = false
-        defer { jobs.finish(job, succeeded: succeeded) }
+        var outcome = HARBuilder.JobOutcome.succeeded
+        defer {
+            jobs.finish(job, succeeded: succeeded)
+            services.httpLog.jobFinished(job, outcome: outcome)
+        }
         var onProgress: (@Sendable (TransferProgress) -> Void)? = nil
         if model.progress {
             let jobID = job.id
@@ -48,9 +52,17 @@ struct JobRunner: Sendable {
                 context.notify("progress", ResponseFields.progress(jobID: jobID, progress))
             }
         }
-        let result = try await work(job, onProgress)
-        succeeded = true
-        return result
+        do {
+            let result = try await work(job, onProgress)
+            succeeded = true
+            return result
+        } catch let cancelled as JobCancelled {
+            outcome = .cancelled(cancelled.by.rawValue)
+            throw cancelled
+        } catch {
+            outcome = .failed(ErrorMapping.rpcError(for: error).message)
+            throw error
+        }
     }
 
     /// A 429 or 503 with Retry-After holds every client's new requests to that host until

@@ -6,6 +6,7 @@ struct GetStatusMethod: RPCMethod {
     static let name = "getStatus"
 
     let jobs: JobRegistry
+    let httpLog: HTTPLog
     let startedAt: ContinuousClock.Instant
     let connectionCount: @Sendable () -> Int
 
@@ -25,8 +26,10 @@ struct GetStatusMethod: RPCMethod {
                 "waiting": JSONValue(counts.waiting), "finished": JSONValue(counts.finished),
                 "failed": JSONValue(counts.failed),
             ],
-            // HTTP logging arrives with setLogging; until then it is always off.
-            "logging": ["enabled": false, "directory": .null],
+            "logging": {
+                let settings = httpLog.current
+                return ["enabled": .bool(settings.enabled), "directory": .string(settings.directory)]
+            }(),
         ]
     }
 }

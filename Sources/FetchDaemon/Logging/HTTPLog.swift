@@ -1,0 +1,104 @@
+import FetchEngine
+import Foundation
+import JSONRPC
+import Synchronization
+
+/// HTTP logging, switchable while running for every client: when enabled, each finished
+/// job is written as one HAR 1.2 file, atomically, on a queue of its own (never on the
+/// engine thread, never delaying an answer).
+final class HTTPLog: Sendable {
+    struct Settings: Sendable, Equatable {
+        var enabled = false
+        var directory: String
+        var bodies = true
+        var maxBodyBytes = 1 << 20
+        var redact = true
+    }
+
+    private let settings: Mutex<Settings>
+    private let queue = DispatchQueue(label: "fetchd.http-log")
+    private let log: Logger
+
+    init(defaultDirectory: String, log: Logger) {
+        settings = Mutex(Settings(directory: defaultDirectory))
+        self.log = log
+    }
+
+    var current: Settings { settings.withLock { $0 } }
+    var isEnabled: Bool { settings.withLock { $0.enabled } }
+
+    /// Applies new settings; the directory is created (mode 0700) before logging starts.
+    func apply(_ new: Settings) throws {
+        if new.enabled { try Self.makeDirectory(new.directory) }
+        settings.withLock { $0 = new }
+        log.info("HTTP logging \(new.enabled ? "on, to \(new.directory)" : "off")")
+    }
+
+    /// Writes the job's HAR file when logging is on.
+    func jobFinished(_ job: Job, outcome: HARBuilder.JobOutcome) {
+        let settings = current
+        guard settings.enabled else { return }
+        let records = job.attemptRecords
+        let finishedAt = Date()
+        let log = self.log
+        queue.async {
+            let har = HARBuilder(settings: settings).har(job: job.info, records: records, outcome: outcome)
+            let name = Self.fileName(finishedAt: finishedAt, jobID: job.id)
+            do {
+                try Self.writeAtomically(JSONCodec.encode(har), to: settings.directory + "/" + name)
+            } catch {
+                log.error("HTTP log: \(error)")
+            }
+        }
+    }
+
+    /// Waits until every log queued so far is written (tests and shutdown).
+    func flush() {
+        queue.sync {}
+    }
+
+    static func fileName(finishedAt: Date, jobID: String) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd-HHmmss.SSS"
+        let safeID = String(jobID.map { $0.isLetter || $0.isNumber || "._-".contains($0) ? $0 : "_" }.prefix(120))
+        return "\(formatter.string(from: finishedAt))-\(safeID).har"
+    }
+
+    static func makeDirectory(_ path: String) throws {
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw TransferFileError(path: path, detail: "cannot create the log directory: \(error.localizedDescription)")
+        }
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw TransferFileError(path: path, detail: "not a directory")
+        }
+    }
+
+    /// A temporary file in the same directory, fsync, rename: a reader never sees half a file.
+    static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
+        let directory = (path as NSString).deletingLastPathComponent
+        let temporary = directory + "/." + (path as NSString).lastPathComponent + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw TransferFileError(path: temporary, detail: String(cString: strerror(errno))) }
+        var written = 0
+        let ok = bytes.withUnsafeBytes { buffer -> Bool in
+            while written < buffer.count {
+                let n = write(fd, buffer.baseAddress! + written, buffer.count - written)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { return false }
+                written += n
+            }
+            return fsync(fd) == 0
+        }
+        close(fd)
+        guard ok, rename(temporary, path) == 0 else {
+            unlink(temporary)
+            throw TransferFileError(path: path, detail: String(cString: strerror(errno)))
+        }
+    }
+}

@@ -1,0 +1,134 @@
+import FetchEngine
+import JSONRPC
+
+/// What HTTP logs hide by default: the values of credential headers and cookies, and of
+/// JSON, form and query fields named like secrets. Every secret value found in the request
+/// is also masked wherever else it appears (an echoing server's body, a URL).
+struct Redaction: Sendable {
+    static let mask = "<redacted>"
+    static let secretHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie", "set-cookie"]
+    /// A field is secret when its lowercased name contains one of these.
+    static let secretNameParts = ["password", "passwd", "secret", "token", "api_key", "apikey"]
+    /// Values shorter than this are not masked elsewhere: too likely to hit innocent text.
+    static let shortestMaskedValue = 4
+
+    let enabled: Bool
+    private(set) var values: Set<String> = []
+
+    init(enabled: Bool) {
+        self.enabled = enabled
+    }
+
+    static func isSecretName(_ name: String) -> Bool {
+        let lower = name.lowercased()
+        return secretNameParts.contains { lower.contains($0) }
+    }
+
+    static func isSecretHeader(_ name: String) -> Bool {
+        secretHeaders.contains(name.lowercased())
+    }
+
+    /// Learns the secret values a request carries, before anything is written.
+    mutating func learn(from request: HTTPRequest, hops: [ExchangeHop]) {
+        guard enabled else { return }
+        for header in request.headers + hops.flatMap({ $0.requestHeaders + $0.responseHeaders }) where Self.isSecretHeader(header.name) {
+            remember(header.value)
+            // Cookie pairs and the credentials after "Bearer"/"Basic" are secrets too.
+            for piece in header.value.split(whereSeparator: { ";, =".contains($0) }) { remember(String(piece)) }
+        }
+        for (name, value) in Self.queryItems(request.url) where Self.isSecretName(name) { remember(value) }
+        if case .bytes(let bytes) = request.body {
+            if let json = try? JSONCodec.decode(bytes) { learnJSON(json) }
+            if let text = String(validating: bytes, as: UTF8.self) {
+                for (name, value) in Self.formItems(text) where Self.isSecretName(name) { remember(value) }
+            }
+        }
+        if case .multipart(let form) = request.body {
+            for part in form.parts where Self.isSecretName(part.name) {
+                if case .bytes(let bytes) = part.source { remember(String(decoding: bytes, as: UTF8.self)) }
+            }
+        }
+    }
+
+    private mutating func learnJSON(_ value: JSONValue) {
+        switch value {
+        case .object(let object):
+            for (key, member) in object.members {
+                if Self.isSecretName(key) {
+                    if case .string(let s) = member { remember(s) } else { remember(JSONCodec.encodeString(member)) }
+                }
+                learnJSON(member)
+            }
+        case .array(let items): items.forEach { learnJSON($0) }
+        default: break
+        }
+    }
+
+    private mutating func remember(_ value: String) {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        guard trimmed.utf8.count >= Self.shortestMaskedValue else { return }
+        values.insert(trimmed)
+        // Also as it would appear percent-encoded in a URL or a form.
+        values.insert(URLEncoding.encode(trimmed, spaceAsPlus: false))
+        values.insert(URLEncoding.encode(trimmed, spaceAsPlus: true))
+    }
+
+    // MARK: applying
+
+    func header(_ header: HTTPHeader) -> HTTPHeader {
+        guard enabled else { return header }
+        if Self.isSecretHeader(header.name) { return HTTPHeader(header.name, Self.mask) }
+        return HTTPHeader(header.name, text(header.value))
+    }
+
+    func field(name: String, value: String) -> String {
+        guard enabled else { return value }
+        return Self.isSecretName(name) ? Self.mask : text(value)
+    }
+
+    /// Masks every learned secret value inside free text (longest first).
+    func text(_ text: String) -> String {
+        guard enabled, !values.isEmpty else { return text }
+        var result = text
+        for value in values.sorted(by: { $0.utf8.count > $1.utf8.count }) where result.contains(value) {
+            result = result.replacingOccurrences(of: value, with: Self.mask)
+        }
+        return result
+    }
+
+    func json(_ value: JSONValue) -> JSONValue {
+        guard enabled else { return value }
+        switch value {
+        case .object(let object):
+            return .object(JSONObject(object.members.map { key, member in
+                (key, Self.isSecretName(key) ? .string(Self.mask) : json(member))
+            }))
+        case .array(let items): return .array(items.map(json))
+        case .string(let s): return .string(text(s))
+        default: return value
+        }
+    }
+
+    // MARK: parsing helpers
+
+    static func queryItems(_ url: String) -> [(String, String)] {
+        guard let question = url.firstIndex(of: "?") else { return [] }
+        var query = url[url.index(after: question)...]
+        if let hash = query.firstIndex(of: "#") { query = query[..<hash] }
+        return formItems(String(query))
+    }
+
+    static func formItems(_ text: String) -> [(String, String)] {
+        text.split(separator: "&").map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            return (decode(parts[0]), parts.count > 1 ? decode(parts[1]) : "")
+        }
+    }
+
+    static func decode(_ text: Substring) -> String {
+        let plus = text.replacingOccurrences(of: "+", with: " ")
+        return plus.removingPercentEncoding ?? plus
+    }
+}
+
+import Foundation
