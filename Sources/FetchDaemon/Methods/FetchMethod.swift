@@ -19,15 +19,22 @@ struct FetchMethod: RPCMethod {
         init(_ params: JSONValue?, policy: FilePolicy) throws {
             var reader = try ParamReader(params)
             model = try RequestModel(reading: &reader, allowsBody: true, policy: policy)
-            if let mode = try reader.string("responseBody") {
-                guard let parsed = BodyMode(rawValue: mode) else {
-                    let choices = BodyMode.allCases.map(\.rawValue).joined(separator: ", ")
-                    throw RPCError.invalidParams(field: "responseBody", "expected one of \(choices)")
-                }
-                bodyMode = parsed
-            }
-            if let limit = try reader.integer("maxBodyBytes", in: 0...(1 << 30)) { maxBodyBytes = limit }
+            (bodyMode, maxBodyBytes) = try Self.readBodyOptions(&reader)
             try reader.finish()
+        }
+
+        /// `responseBody` and `maxBodyBytes`, shared with `upload`.
+        static func readBodyOptions(_ reader: inout ParamReader) throws -> (BodyMode, Int) {
+            var mode = BodyMode.auto
+            if let text = try reader.string("responseBody") {
+                guard let parsed = BodyMode(rawValue: text) else {
+                    let choices = BodyMode.allCases.map(\.rawValue).joined(separator: ", ")
+                    throw RPCError.invalidParams(field: reader.field("responseBody"), "expected one of \(choices)")
+                }
+                mode = parsed
+            }
+            let limit = try reader.integer("maxBodyBytes", in: 0...(1 << 30)) ?? 64 << 20
+            return (mode, limit)
         }
     }
 

@@ -21,6 +21,8 @@ struct UploadMethod: RPCMethod {
         var fields: [(String, String)] = []
         var skipUnreadable = false
         var resumableChunkSize: Int64?
+        var bodyMode = FetchMethod.BodyMode.auto
+        var maxBodyBytes = 64 << 20
 
         init(_ params: JSONValue?, policy: FilePolicy) throws {
             var reader = try ParamReader(params)
@@ -40,6 +42,7 @@ struct UploadMethod: RPCMethod {
                 }
             }
             if let skip = try reader.bool("skipUnreadable") { skipUnreadable = skip }
+            (bodyMode, maxBodyBytes) = try FetchMethod.Params.readBodyOptions(&reader)
             if var resumable = try reader.nested("resumable") {
                 resumableChunkSize = Int64(try resumable.integer("chunkSize", in: 1...(1 << 40)) ?? 8 << 20)
                 try resumable.finish()
@@ -106,19 +109,20 @@ struct UploadMethod: RPCMethod {
             }
             let driver = ResumableUploadDriver(runner: runner)
             let (job, response) = try await driver.upload(path: path, file: file, chunkSize: chunkSize, params: params, context: context)
-            return Self.result(job, response, failedFiles: failedFiles, startedAt: startedAt)
+            return Self.result(job, response, params: params, failedFiles: failedFiles, startedAt: startedAt)
         }
-        var request = params.model.httpRequest(maxBodyBytes: 64 << 20)
+        var request = params.model.httpRequest(maxBodyBytes: params.maxBodyBytes)
         request.body = .multipart(Self.form(params))
         return try await runner.run(params.model, request: request, context: context) { job, response in
-            Self.result(job, response, failedFiles: failedFiles, startedAt: startedAt)
+            Self.result(job, response, params: params, failedFiles: failedFiles, startedAt: startedAt)
         }
     }
 
-    static func result(_ job: Job, _ response: HTTPResponse, failedFiles: [String], startedAt: ContinuousClock.Instant) -> JSONValue {
+    static func result(_ job: Job, _ response: HTTPResponse, params: Params, failedFiles: [String],
+                       startedAt: ContinuousClock.Instant) -> JSONValue {
         var result = ResponseFields.common(job: job, response: response, startedAt: startedAt)
         result["bytes"] = JSONValue(response.body.count)
-        FetchMethod.addBody(response.body, mode: .auto, to: &result)
+        FetchMethod.addBody(response.body, mode: params.bodyMode, to: &result)
         result["sentBytes"] = .integer(response.sentBytes)
         result["failedFiles"] = .array(failedFiles.map(JSONValue.string))
         return .object(result)
