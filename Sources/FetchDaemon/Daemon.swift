@@ -39,7 +39,7 @@ public final class Daemon: Sendable {
         }
         let httpLog = HTTPLog(defaultDirectory: options.httpLogDirectory(environment: environment), log: log)
         self.httpLog = httpLog
-        let jobs = JobRegistry(services: JobServices(engine: engine, admission: admission, httpLog: httpLog))
+        let jobs = JobRegistry(services: JobServices(engine: engine, admission: admission, httpLog: httpLog, log: log))
         self.jobs = jobs
         let runner = JobRunner(jobs: jobs)
         let policy = FilePolicy(allowedDirectories: options.allowedDirectories)

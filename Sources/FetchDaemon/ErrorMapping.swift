@@ -18,7 +18,8 @@ enum ErrorMapping {
             ])
         case let cancelled as JobCancelled:
             return RPCError(.cancelled, "Cancelled", data: [
-                "jobId": .string(cancelled.jobID), "by": .string(cancelled.by.rawValue),
+                // A request refused before it became a job has no id yet.
+                "jobId": cancelled.jobID.isEmpty ? .null : .string(cancelled.jobID), "by": .string(cancelled.by.rawValue),
             ])
         case let file as TransferFileError:
             return RPCError(.fileError, "File error: \(file.detail)", data: [

@@ -93,12 +93,14 @@ extension Cookie {
 }
 
 extension Sequence where Element == Cookie {
-    /// The cookies a request to `target` sends, in libcurl's order: longer paths first,
-    /// then longer domains, then by name.
+    /// The cookies a request to `target` sends, in libcurl's order (lib/cookie.c
+    /// cookie_sort): longer paths first, then longer domains, then longer names; libcurl's
+    /// last key, creation time, is not in the jar's listing, so equal ones go by name.
     public func cookies(for target: CookieTarget, now: Int64) -> [Cookie] {
         filter { $0.matches(target, now: now) }.sorted { a, b in
-            if a.path.count != b.path.count { return a.path.count > b.path.count }
-            if a.domain.count != b.domain.count { return a.domain.count > b.domain.count }
+            if a.path.utf8.count != b.path.utf8.count { return a.path.utf8.count > b.path.utf8.count }
+            if a.domain.utf8.count != b.domain.utf8.count { return a.domain.utf8.count > b.domain.utf8.count }
+            if a.name.utf8.count != b.name.utf8.count { return a.name.utf8.count > b.name.utf8.count }
             return a.name < b.name
         }
     }

@@ -15,10 +15,10 @@ final class EngineLoop: @unchecked Sendable {
 
     private let settings: EngineSettings
     private let multi: UnsafeMutableRawPointer
-    private let commands = Mutex<[Command]>([])
+    private let commands = Locked<[Command]>([])
     let activeCount = Atomic<Int>(0)
     /// Told (on the engine thread) the name of a jar a finished transfer may have changed.
-    let cookieObserver = Mutex<(@Sendable (String) -> Void)?>(nil)
+    let cookieObserver = Locked<(@Sendable (String) -> Void)?>(nil)
 
     // Engine thread only.
     private var active: [UInt64: Transfer] = [:]

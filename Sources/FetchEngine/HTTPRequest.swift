@@ -66,7 +66,19 @@ public enum ResponseDestination: Sendable {
 }
 
 extension String {
-    func caseInsensitiveEquals(_ other: String) -> Bool {
-        self.utf8.count == other.utf8.count && self.lowercased() == other.lowercased()
+    /// ASCII case-insensitive equality, without allocating (header names are ASCII).
+    public func caseInsensitiveEquals(_ other: String) -> Bool {
+        guard utf8.count == other.utf8.count else { return false }
+        for (a, b) in zip(utf8, other.utf8) where a != b {
+            guard a | 0x20 == b | 0x20, (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(a | 0x20) else { return false }
+        }
+        return true
+    }
+}
+
+extension Array where Element == HTTPHeader {
+    /// The last value of a header, matched without regard to case.
+    public func last(named name: String) -> String? {
+        last { $0.name.caseInsensitiveEquals(name) }?.value
     }
 }

@@ -13,13 +13,13 @@ public final class HostAdmission: Sendable {
         var timerDeadline: Double?
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
     /// Rescheduled only under the lock; dispatch sources are themselves thread-safe.
     private nonisolated(unsafe) let timer: any DispatchSourceTimer
     private let origin = DispatchTime.now()
 
     public init(scheduler: HostScheduler) {
-        state = Mutex(State(scheduler: scheduler))
+        state = Locked(State(scheduler: scheduler))
         timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "fetchd.admission"))
         timer.schedule(deadline: .distantFuture)
         timer.setEventHandler { [weak self] in self?.pump() }
@@ -33,9 +33,10 @@ public final class HostAdmission: Sendable {
 
     /// Queues a request; `admitted` is called once, when it may start (or with an error
     /// when it was cancelled). Throws `Overloaded` at once when the queue is full.
-    public func enqueue(_ ticket: HostScheduler.Ticket, admitted: @escaping Admitted) throws(HostScheduler.Overloaded) {
+    public func enqueue(_ ticket: HostScheduler.Ticket, alreadyAccepted: Bool = false,
+                        admitted: @escaping Admitted) throws(HostScheduler.Overloaded) {
         try state.withLock { s throws(HostScheduler.Overloaded) in
-            try s.scheduler.enqueue(ticket)
+            try s.scheduler.enqueue(ticket, alreadyAccepted: alreadyAccepted)
             s.waiters[ticket.id] = admitted
         }
         pump()

@@ -43,7 +43,14 @@ public struct HostScheduler: Sendable {
         /// GCRA's theoretical arrival time: the next start conforms once now >= tat - (burst - 1) / rps.
         public var theoreticalArrival: Double = -Double.infinity
         public var pausedUntil: Double?
-        fileprivate var sequence: [UInt64: UInt64] = [:]
+
+        /// Higher priority first; equal priority keeps arrival order (searching from the
+        /// back, since new requests usually go last).
+        fileprivate mutating func insert(_ ticket: Ticket) {
+            var index = waiting.endIndex
+            while index > waiting.startIndex, waiting[index - 1].priority < ticket.priority { index -= 1 }
+            waiting.insert(ticket, at: index)
+        }
     }
 
     public private(set) var limits: [String: Limit]
@@ -86,28 +93,23 @@ public struct HostScheduler: Sendable {
 
     public var queued: Int { queuedCount }
 
-    /// Adds a request to its host's queue; past `maxQueued` waiting requests it is refused
-    /// and nothing already queued is dropped.
-    public mutating func enqueue(_ ticket: Ticket) throws(Overloaded) {
-        guard queuedCount < maxQueued else { throw Overloaded(limit: maxQueued) }
-        var state = hosts[ticket.host] ?? HostState()
-        state.sequence[ticket.id] = nextSequence
-        nextSequence += 1
-        // Higher priority first; equal priority keeps arrival order.
-        let index = state.waiting.firstIndex { $0.priority < ticket.priority } ?? state.waiting.endIndex
-        state.waiting.insert(ticket, at: index)
-        hosts[ticket.host] = state
+    /// Adds a request to its host's queue; past `maxQueued` waiting requests a new one is
+    /// refused and nothing already queued is dropped. `admitted` requests (a retry of a job
+    /// already accepted) are never refused.
+    public mutating func enqueue(_ ticket: Ticket, alreadyAccepted: Bool = false) throws(Overloaded) {
+        guard queuedCount < maxQueued || alreadyAccepted else { throw Overloaded(limit: maxQueued) }
+        // Mutated in place: copying a host's state out and back would copy its whole queue.
+        hosts[ticket.host, default: HostState()].insert(ticket)
         queuedCount += 1
     }
 
     /// Removes a waiting request. False when it was not waiting (already admitted or unknown).
     @discardableResult
     public mutating func cancel(ticketID: UInt64, host: HostKey) -> Bool {
-        guard var state = hosts[host], let index = state.waiting.firstIndex(where: { $0.id == ticketID }) else { return false }
-        state.waiting.remove(at: index)
-        state.sequence[ticketID] = nil
+        guard let index = hosts[host]?.waiting.firstIndex(where: { $0.id == ticketID }) else { return false }
+        hosts[host]?.waiting.remove(at: index)
         queuedCount -= 1
-        store(state, for: host)
+        forgetIfIdle(host)
         return true
     }
 
@@ -116,34 +118,37 @@ public struct HostScheduler: Sendable {
     public mutating func admit(now: Double) -> [Ticket] {
         var started: [Ticket] = []
         for host in Array(hosts.keys) {
-            guard var state = hosts[host], !state.waiting.isEmpty else { continue }
+            // Moved out and back: mutating a copy would copy the whole queue every time.
+            guard var state = hosts.removeValue(forKey: host) else { continue }
             let limit = self.limit(for: host)
-            while let first = state.waiting.first, canStart(state, limit: limit, now: now) {
-                state.waiting.removeFirst()
-                state.sequence[first.id] = nil
-                queuedCount -= 1
+            var count = 0
+            while count < state.waiting.count, canStart(state, limit: limit, now: now) {
+                started.append(state.waiting[count])
+                count += 1
                 state.running += 1
                 if let rps = limit.requestsPerSecond, rps > 0 {
                     state.theoreticalArrival = max(state.theoreticalArrival, now) + 1 / rps
                 }
-                started.append(first)
             }
-            store(state, for: host)
+            if count > 0 {
+                state.waiting.removeFirst(count)
+                queuedCount -= count
+            }
+            hosts[host] = state
         }
         return started
     }
 
     public mutating func finished(host: HostKey) {
-        guard var state = hosts[host] else { return }
-        state.running = max(0, state.running - 1)
-        store(state, for: host)
+        guard let running = hosts[host]?.running else { return }
+        hosts[host]?.running = max(0, running - 1)
+        forgetIfIdle(host)
     }
 
     /// No new starts for this host until `until` (a Retry-After), for every client.
     public mutating func pause(host: HostKey, until: Double) {
-        var state = hosts[host] ?? HostState()
-        state.pausedUntil = max(state.pausedUntil ?? until, until)
-        hosts[host] = state
+        let current = hosts[host]?.pausedUntil ?? until
+        hosts[host, default: HostState()].pausedUntil = max(current, until)
     }
 
     /// When `admit` should next be called to start a waiting request held back by a rate
@@ -174,19 +179,21 @@ public struct HostScheduler: Sendable {
         return true
     }
 
-    /// Forgets hosts with nothing left to remember, so the table does not grow forever.
-    private mutating func store(_ state: HostState, for host: HostKey) {
-        let idle = state.running == 0 && state.waiting.isEmpty && state.pausedUntil == nil
-        let bucketFull = state.theoreticalArrival == -Double.infinity
-        hosts[host] = idle && bucketFull ? nil : state
+    /// Forgets a host with nothing left to remember, so the table does not grow forever.
+    private mutating func forgetIfIdle(_ host: HostKey) {
+        guard let state = hosts[host], state.running == 0, state.waiting.isEmpty, state.pausedUntil == nil,
+              state.theoreticalArrival == -Double.infinity else { return }
+        hosts[host] = nil
     }
 
-    /// Drops pauses that have ended and buckets that have refilled (call now and then).
+    /// Drops pauses that have ended and buckets that have refilled, then idle hosts.
     public mutating func expire(now: Double) {
-        for (host, var state) in hosts {
-            if let paused = state.pausedUntil, paused <= now { state.pausedUntil = nil }
-            if state.theoreticalArrival <= now { state.theoreticalArrival = -Double.infinity }
-            store(state, for: host)
+        for host in Array(hosts.keys) {
+            if let paused = hosts[host]?.pausedUntil, paused <= now { hosts[host]?.pausedUntil = nil }
+            if let tat = hosts[host]?.theoreticalArrival, tat <= now, tat != -Double.infinity {
+                hosts[host]?.theoreticalArrival = -Double.infinity
+            }
+            forgetIfIdle(host)
         }
     }
 }

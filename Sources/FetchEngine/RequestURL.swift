@@ -28,7 +28,9 @@ public struct RequestURL: Sendable, Equatable {
         let scheme = (part(CURLUPART_SCHEME) ?? "").lowercased()
         guard scheme == "http" || scheme == "https" else { throw .schemeNotAllowed(scheme) }
         // libcurl reads "http:///path" as host "path"; an empty authority is malformed.
-        if let separator = text.range(of: "://"), text[separator.upperBound...].hasPrefix("/") {
+        let utf8 = Array(text.utf8.prefix(16))
+        if let colon = utf8.firstIndex(of: UInt8(ascii: ":")), utf8.count > colon + 3,
+           utf8[colon + 1] == UInt8(ascii: "/"), utf8[colon + 2] == UInt8(ascii: "/"), utf8[colon + 3] == UInt8(ascii: "/") {
             throw .malformed("no host")
         }
         guard let host = part(CURLUPART_HOST), !host.isEmpty else { throw .malformed("no host") }

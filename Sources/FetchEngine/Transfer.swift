@@ -80,8 +80,9 @@ final class Transfer: @unchecked Sendable {
         fetchd_easy_setopt_str(easy, CURLOPT_ACCEPT_ENCODING, "")  // every encoding libcurl decodes
         fetchd_easy_setopt_str(easy, CURLOPT_USERAGENT, settings.userAgent)
         if let caFile = settings.caFile { fetchd_easy_setopt_str(easy, CURLOPT_CAINFO, caFile) }
-        if request.body == .none || uploadFile != nil {
-            // Large buffers only pay off for big bodies; they are per handle.
+        if case .file = request.destination {
+            // A large receive buffer only pays off for bodies streamed to disk; for small
+            // answers its allocation would cost more than the transfer.
             setLong(CURLOPT_BUFFERSIZE, settings.receiveBufferBytes)
         }
 

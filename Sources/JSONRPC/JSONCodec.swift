@@ -1,7 +1,7 @@
 internal import CJansson
 import Foundation
 
-/// The one place that calls jansson: bytes to `JSONValue` and back.
+/// The one place that calls jansson: bytes to `JSONValue`; and the encoder back to bytes.
 public enum JSONCodec {
     public struct DecodingError: Error, Sendable, Equatable {
         public let message: String
@@ -43,15 +43,63 @@ public enum JSONCodec {
         try decode(Array(text.utf8))
     }
 
-    /// Compact JSON text (no newline).
+    /// Compact JSON text (no newline). Written here rather than through jansson: building a
+    /// jansson tree allocates a node per value and formats numbers with printf, which cost
+    /// more than the encoding itself; doubles come out in Swift's shortest exact form.
     public static func encode(_ value: JSONValue) -> [UInt8] {
-        var precision = 15
-        guard let root = janssonValue(value, precision: &precision) else { return Array("null".utf8) }
-        defer { fetchd_json_decref(root) }
-        guard let text = json_dumps(root, fetchd_json_dumps_flags(Int32(precision))) else { return Array("null".utf8) }
-        defer { free(text) }
-        let length = strlen(text)
-        return Array(UnsafeRawBufferPointer(start: text, count: length))
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        write(value, to: &out)
+        return out
+    }
+
+    private static func write(_ value: JSONValue, to out: inout [UInt8]) {
+        switch value {
+        case .null: out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
+        case .bool(let b): out.append(contentsOf: b ? Array("true".utf8) : Array("false".utf8))
+        case .integer(let i): out.append(contentsOf: String(i).utf8)
+        case .double(let d):
+            // JSON has no NaN or infinity.
+            if d.isFinite { out.append(contentsOf: d.description.utf8) } else { out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C]) }
+        case .string(let s): writeString(s, to: &out)
+        case .array(let items):
+            out.append(UInt8(ascii: "["))
+            for (index, item) in items.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                write(item, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let object):
+            out.append(UInt8(ascii: "{"))
+            for (index, member) in object.members.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                writeString(member.key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                write(member.value, to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    private static func writeString(_ string: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            case 0x08: out.append(contentsOf: [0x5C, UInt8(ascii: "b")])
+            case 0x0C: out.append(contentsOf: [0x5C, UInt8(ascii: "f")])
+            case 0..<0x20:
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
     }
 
     public static func encodeString(_ value: JSONValue) -> String {
@@ -95,55 +143,9 @@ public enum JSONCodec {
                 if let member = json_object_iter_value(current) { members.append((key, value(of: member))) }
                 iterator = json_object_iter_next(json, current)
             }
-            return .object(JSONObject(members))
+            return .object(JSONObject(uniqueMembers: members))  // jansson keeps the last of duplicate keys
         default:
             return .null
         }
     }
-
-    /// Builds jansson's tree. `precision` rises from 15 to 17 significant digits only when a
-    /// double needs more to read back exactly, so 0.493 is written "0.493", not
-    /// "0.49299999999999999", and no double loses a bit.
-    private static func janssonValue(_ value: JSONValue, precision: inout Int) -> UnsafeMutablePointer<json_t>? {
-        switch value {
-        case .null: return json_null()
-        case .bool(let b): return b ? json_true() : json_false()
-        case .integer(let i): return json_integer(json_int_t(i))
-        case .double(let d):
-            // JSON has no NaN or infinity; a whole double that fits is written as an integer.
-            guard d.isFinite else { return json_null() }
-            while precision < 17, Double(String(format: "%.\(precision)g", d)) != d { precision += 1 }
-            return json_real(d)
-        case .string(let s):
-            var s = s
-            return s.withUTF8 { utf8 in
-                utf8.withMemoryRebound(to: CChar.self) { json_stringn_nocheck($0.baseAddress ?? emptyCString, $0.count) }
-            }
-        case .array(let items):
-            let array = json_array()
-            for item in items {
-                if let element = janssonValue(item, precision: &precision) { json_array_append_new(array, element) }
-            }
-            return array
-        case .object(let object):
-            let result = json_object()
-            for (key, member) in object.members {
-                guard let element = janssonValue(member, precision: &precision) else { continue }
-                var key = key
-                key.withUTF8 { utf8 in
-                    utf8.withMemoryRebound(to: CChar.self) {
-                        _ = json_object_setn_new_nocheck(result, $0.baseAddress ?? emptyCString, $0.count, element)
-                    }
-                }
-            }
-            return result
-        }
-    }
 }
-
-/// jansson wants a pointer even for zero bytes.
-private nonisolated(unsafe) let emptyCString: UnsafePointer<CChar> = {
-    let p = UnsafeMutablePointer<CChar>.allocate(capacity: 1)
-    p.initialize(to: 0)
-    return UnsafePointer(p)
-}()

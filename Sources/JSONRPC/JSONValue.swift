@@ -26,6 +26,11 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
         self.init(elements)
     }
 
+    /// Members already known to have distinct keys (from the parser): no duplicate search.
+    init(uniqueMembers: [(String, JSONValue)]) {
+        members = uniqueMembers.map { (key: $0.0, value: $0.1) }
+    }
+
     public subscript(key: String) -> JSONValue? {
         get { members.first(where: { $0.key == key })?.value }
         set {

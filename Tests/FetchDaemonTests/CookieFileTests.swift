@@ -53,6 +53,17 @@ final class CookieFileTests: XCTestCase {
     }
 }
 
+final class CookieFileOptionTests: XCTestCase {
+    func testCookieFileOptionIsMadeAbsolute() throws {
+        guard case .run(let options) = try DaemonOptions.parse(["--cookie-file", "jar/cookies.txt"]) else {
+            return XCTFail("expected run")
+        }
+        XCTAssertEqual(options.cookieFile, FileManager.default.currentDirectoryPath + "/jar/cookies.txt")
+        XCTAssertTrue(DaemonOptions.helpText.contains("--cookie-file"))
+        XCTAssertThrowsError(try DaemonOptions.parse(["--cookie-file"]))
+    }
+}
+
 final class CookieParamsTests: XCTestCase {
     private func field(_ value: JSONValue) -> String? {
         do {

@@ -139,8 +139,8 @@ final class CookieMatchingTests: XCTestCase {
     func testExpiryAgainstTheInjectedClock() throws {
         let jar = [Cookie(name: "e", value: "1", domain: "h.org", expires: now),
                    Cookie(name: "session", value: "1", domain: "h.org", expires: nil)]
-        XCTAssertEqual(try names(jar, "http://h.org/", now: now - 10), ["e", "session"])
-        XCTAssertEqual(try names(jar, "http://h.org/", now: now), ["e", "session"], "expires < now is expired, as libcurl has it")
+        XCTAssertEqual(try names(jar, "http://h.org/", now: now - 10), ["session", "e"], "longer names first")
+        XCTAssertEqual(try names(jar, "http://h.org/", now: now), ["session", "e"], "expires < now is expired, as libcurl has it")
         XCTAssertEqual(try names(jar, "http://h.org/", now: now + 1), ["session"])
     }
 
@@ -149,6 +149,11 @@ final class CookieMatchingTests: XCTestCase {
                    Cookie(name: "deep", value: "1", domain: "h.org", path: "/a/b"),
                    Cookie(name: "mid", value: "1", domain: "h.org", path: "/a")]
         XCTAssertEqual(try names(jar, "http://h.org/a/b/c"), ["deep", "mid", "root"])
+        let samePath = [Cookie(name: "b", value: "1", domain: "h.org", hostOnly: false),
+                        Cookie(name: "long", value: "1", domain: "h.org", hostOnly: false),
+                        Cookie(name: "a", value: "1", domain: "h.org", hostOnly: false),
+                        Cookie(name: "dom", value: "1", domain: "w.h.org")]
+        XCTAssertEqual(try names(samePath, "http://w.h.org/"), ["dom", "long", "a", "b"])
     }
 
     func testDefaultPathAndDomainFilter() throws {

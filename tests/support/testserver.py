@@ -38,11 +38,13 @@ Endpoints (any method unless noted):
                                  no-range=1: Range is always ignored.
                                  status=S: answer S with all n bytes as the body.
   /ranged-log/<key>              {"requests": [{"range", "ifRange", "status"}...]} seen by /ranged
-  /resumable/start[?key=K][&fail-chunk=N[&fail-mode=reset|503][&fail-keep=B]][&hold-chunk=N[&hold-ms=T]]
+  /resumable/start[?key=K][&fail-chunk=N[&fail-mode=reset|reset-in-answer|503][&fail-keep=B]]
+                 [&hold-chunk=N[&hold-ms=T]]
                                  Google resumable upload start (X-Goog-Upload-Protocol: resumable,
                                  X-Goog-Upload-Command: start) -> X-Goog-Upload-URL .../resumable/session/<id>
                                  (id = K when unused). The N-th chunk request of the session fails:
-                                 reset = keep B bytes of it (default half), then TCP RST; 503 = answer 503.
+                                 reset = keep B bytes of it (default half), then TCP RST; reset-in-answer =
+                                 the same with the start of an answer before the RST; 503 = answer 503.
                                  hold-chunk: the N-th chunk's answer waits for the cancel command (<= T ms).
   /resumable/session/<id>        PUT with X-Goog-Upload-Command upload | "upload, finalize" (with
                                  X-Goog-Upload-Offset; a wrong offset -> 400, status active), query, cancel
@@ -525,7 +527,7 @@ class Handler(BaseHTTPRequestHandler):
             s.offsets.append(offset)
             fail = n == s.fail_chunk
             hold = n == s.hold_chunk
-        if fail and s.fail_mode == "reset":
+        if fail and s.fail_mode in ("reset", "reset-in-answer"):
             cl = self.headers.get("Content-Length")
             if cl is not None:
                 total = int(cl)
@@ -539,7 +541,12 @@ class Handler(BaseHTTPRequestHandler):
                 if offset == len(s.data) and s.status == "active":
                     s.data += data
                     kept = len(data)
-                s.failures.append({"chunk": n, "mode": "reset", "kept": kept})
+                s.failures.append({"chunk": n, "mode": s.fail_mode, "kept": kept})
+            if s.fail_mode == "reset-in-answer":
+                # the start of an answer, then the RST: the client cannot just send the request again
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Goog-Upload-Status: active\r\n")
+                self.wfile.flush()
+                time.sleep(0.05)
             return self._rst()
         try:
             body = self._read_body()

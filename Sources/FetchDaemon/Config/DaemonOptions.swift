@@ -150,7 +150,10 @@ public struct DaemonOptions: Sendable, Equatable {
         guard let equals = text.lastIndex(of: "=") else { throw UsageError(description: "--rate takes HOST=RPS[:BURST], got \(text)") }
         let host = String(text[..<equals])
         let numbers = text[text.index(after: equals)...].split(separator: ":", omittingEmptySubsequences: false)
-        guard !host.isEmpty, numbers.count <= 2, let rps = Double(numbers[0]), rps > 0, rps.isFinite else {
+        guard HostPattern.isValid(host.lowercased()) else {
+            throw UsageError(description: "--rate: \(host) is not a host: expected name, name:port or *")
+        }
+        guard numbers.count <= 2, let rps = Double(numbers[0]), rps > 0, rps.isFinite else {
             throw UsageError(description: "--rate takes HOST=RPS[:BURST] with RPS > 0, got \(text)")
         }
         var burst: Int? = nil

@@ -34,6 +34,9 @@ enum RateLimitConfig {
             let line = rawLine.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
             let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" })
             guard let host = words.first else { continue }
+            guard HostPattern.isValid(String(host).lowercased()) else {
+                throw LineError(line: index + 1, detail: "\(host) is not a host: expected name, name:port or *")
+            }
             var limit = host == "*" ? defaults : (entries.first { $0.0 == "*" }?.1 ?? defaults)
             for word in words.dropFirst() {
                 let pair = word.split(separator: "=", maxSplits: 1)
@@ -43,7 +46,7 @@ enum RateLimitConfig {
                 case "maxConcurrent":
                     if value == "none" { limit.maxConcurrent = nil; continue }
                     guard let n = Int(value), n >= 0 else { throw LineError(line: index + 1, detail: "maxConcurrent must be a whole number or none") }
-                    limit.maxConcurrent = n
+                    limit.maxConcurrent = n == 0 ? nil : n  // 0 = no cap, as everywhere
                 case "rps", "requestsPerSecond":
                     if value == "none" { limit.requestsPerSecond = nil; continue }
                     guard let r = Double(value), r > 0, r.isFinite else { throw LineError(line: index + 1, detail: "rps must be a number > 0 or none") }

@@ -25,7 +25,7 @@ final class CookiePersister: Sendable {
     private let engine: HTTPEngine
     private let log: Logger
     private let queue = DispatchQueue(label: "fetchd.cookie-file")
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(path: String, engine: HTTPEngine, log: Logger) {
         self.path = path
@@ -108,7 +108,7 @@ final class CookiePersister: Sendable {
     /// Waits for an engine completion (the engine thread never waits on this queue).
     private func wait<T: Sendable>(_ start: (@escaping @Sendable (T) -> Void) -> Void) -> T? {
         let done = DispatchSemaphore(value: 0)
-        let box = Mutex<T?>(nil)
+        let box = Locked<T?>(nil)
         start { value in
             box.withLock { $0 = value }
             done.signal()

@@ -45,7 +45,7 @@ final class Job: Sendable {
     let method: String
     let url: String
     let comment: String?
-    private let mutable = Mutex(Mutable())
+    private let mutable = Locked(Mutable())
 
     private struct Mutable {
         var state = State.queued
@@ -153,7 +153,8 @@ final class Job: Sendable {
             let refusal = mutable.withLock { m -> (any Error)? in
                 if let by = m.cancelledBy { return JobCancelled(jobID: id, by: by) }
                 do {
-                    try services.admission.enqueue(ticket) { continuation.resume(with: $0) }
+                    // Only a job's first attempt can be refused for a full queue.
+                    try services.admission.enqueue(ticket, alreadyAccepted: m.attempt > 0) { continuation.resume(with: $0) }
                 } catch {
                     return error
                 }
@@ -218,4 +219,5 @@ struct JobServices: Sendable {
     let engine: HTTPEngine
     let admission: HostAdmission
     let httpLog: HTTPLog
+    let log: Logger
 }

@@ -9,7 +9,7 @@ final class JobRegistry: Sendable {
     }
 
     let services: JobServices
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private struct State {
         var live: [String: Job] = [:]

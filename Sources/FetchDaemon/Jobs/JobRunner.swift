@@ -41,9 +41,12 @@ struct JobRunner: Sendable {
             method: method, url: url, comment: model.comment)
         var succeeded = false
         var outcome = HARBuilder.JobOutcome.succeeded
+        let startedAt = ContinuousClock.now
+        services.log.debug("job \(job.id) from connection \(context.connectionID): \(method) \(url)")
         defer {
             jobs.finish(job, succeeded: succeeded)
             services.httpLog.jobFinished(job, outcome: outcome)
+            services.log.debug("job \(job.id): \(outcome.text) after \(job.attempts) attempt(s), \(ContinuousClock.now - startedAt)")
         }
         var onProgress: (@Sendable (TransferProgress) -> Void)? = nil
         if model.progress {
@@ -101,7 +104,7 @@ struct JobRunner: Sendable {
                 let request = try await prepare()
                 let answer = try await job.attempt(request, priority: model.priority, on: services, onProgress: onProgress)
                 response = answer
-                let retryAfter = answer.headers.first { $0.name.lowercased() == "retry-after" }?.value
+                let retryAfter = answer.headers.last(named: "Retry-After")
                 outcome = .status(answer.status, retryAfter: retryAfter)
                 pauseHostIfAsked(status: answer.status, retryAfter: retryAfter, url: request.url, policy: policy)
             } catch let failed as JobFailed {

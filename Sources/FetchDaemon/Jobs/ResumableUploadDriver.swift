@@ -50,6 +50,14 @@ struct ResumableUploadDriver: Sendable {
                         last = answer
                         try session.answered(status: answer.status, headers: answer.headers)
                         if !(200...299).contains(answer.status) && session.next != .finished {
+                            // A refused chunk while the session is active (a wrong offset after
+                            // a silent re-send, say) is resolved by asking the server where it
+                            // stands: that query is the retry, whatever the status.
+                            if session.next == .query && answer.status != 404 {
+                                failures += 1
+                                if failures >= policy.maxAttempts { return (job, last) }
+                                continue
+                            }
                             failedWith = .status(answer.status, retryAfter: nil)
                         }
                     } catch let failed as JobFailed {

@@ -160,7 +160,12 @@ struct HARBuilder {
                 content["size"] = JSONValue(response.body.count)
                 bodySize = Int64(response.body.count)
                 if settings.bodies && !response.body.isEmpty {
-                    let kept = Array(response.body.prefix(settings.maxBodyBytes))
+                    var kept = Array(response.body.prefix(settings.maxBodyBytes))
+                    if kept.count < response.body.count, String(validating: response.body, as: UTF8.self) != nil {
+                        // Text cut inside a character: back off to the character's start.
+                        while let last = kept.last, last & 0xC0 == 0x80 { kept.removeLast() }
+                        if let last = kept.last, last >= 0xC0 { kept.removeLast() }
+                    }
                     if let text = String(validating: kept, as: UTF8.self) {
                         content["text"] = .string(redaction.text(text))
                     } else {

@@ -15,12 +15,12 @@ final class HTTPLog: Sendable {
         var redact = true
     }
 
-    private let settings: Mutex<Settings>
+    private let settings: Locked<Settings>
     private let queue = DispatchQueue(label: "fetchd.http-log")
     private let log: Logger
 
     init(defaultDirectory: String, log: Logger) {
-        settings = Mutex(Settings(directory: defaultDirectory))
+        settings = Locked(Settings(directory: defaultDirectory))
         self.log = log
     }
 
@@ -67,11 +67,13 @@ final class HTTPLog: Sendable {
     }
 
     static func makeDirectory(_ path: String) throws {
-        do {
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw TransferFileError(path: path, detail: "cannot create the log directory: \(error.localizedDescription)")
+        // mkdir -p, each new level 0700, with errno's own words when it fails.
+        var built = ""
+        for component in path.split(separator: "/") {
+            built += "/" + component
+            if mkdir(built, 0o700) != 0 && errno != EEXIST {
+                throw TransferFileError(path: path, detail: "cannot create the log directory \(built): \(String(cString: strerror(errno)))")
+            }
         }
         var info = stat()
         guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {

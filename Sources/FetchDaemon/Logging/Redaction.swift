@@ -31,12 +31,14 @@ struct Redaction: Sendable {
     /// Learns the secret values a request carries, before anything is written.
     mutating func learn(from request: HTTPRequest, hops: [ExchangeHop]) {
         guard enabled else { return }
-        for header in request.headers + hops.flatMap({ $0.requestHeaders + $0.responseHeaders }) where Self.isSecretHeader(header.name) {
-            remember(header.value)
-            // Cookie pairs and the credentials after "Bearer"/"Basic" are secrets too.
-            for piece in header.value.split(whereSeparator: { ";, =".contains($0) }) { remember(String(piece)) }
+        for header in request.headers + hops.flatMap({ $0.requestHeaders + $0.responseHeaders }) {
+            learnHeader(header)
         }
-        for (name, value) in Self.queryItems(request.url) where Self.isSecretName(name) { remember(value) }
+        // Query secrets of every URL involved: the request's, each hop's, each Location.
+        let urls = [request.url] + hops.map(\.url) + hops.compactMap { $0.responseHeaders.last(named: "Location") }
+        for url in urls {
+            for (name, value) in Self.queryItems(url) where Self.isSecretName(name) { remember(value) }
+        }
         if case .bytes(let bytes) = request.body {
             if let json = try? JSONCodec.decode(bytes) { learnJSON(json) }
             if let text = String(validating: bytes, as: UTF8.self) {
@@ -48,6 +50,28 @@ struct Redaction: Sendable {
                 if case .bytes(let bytes) = part.source { remember(String(decoding: bytes, as: UTF8.self)) }
             }
         }
+    }
+
+    /// The credential of an Authorization header (after its scheme word), and the values,
+    /// not the names or attributes, of cookies.
+    private mutating func learnHeader(_ header: HTTPHeader) {
+        let name = header.name.lowercased()
+        guard Self.secretHeaders.contains(name) else { return }
+        switch name {
+        case "cookie":
+            for pair in header.value.split(separator: ";") { remember(Self.cookieValue(pair)) }
+        case "set-cookie":
+            if let first = header.value.split(separator: ";").first { remember(Self.cookieValue(first)) }
+        default:
+            remember(header.value)
+            let words = header.value.split(separator: " ", maxSplits: 1)
+            if words.count == 2 { remember(String(words[1])) }
+        }
+    }
+
+    private static func cookieValue(_ pair: Substring) -> String {
+        let parts = pair.split(separator: "=", maxSplits: 1)
+        return parts.count == 2 ? String(parts[1]) : ""
     }
 
     private mutating func learnJSON(_ value: JSONValue) {

@@ -45,16 +45,30 @@ struct DownloadMethod: RPCMethod {
         try checkDestination(params)
         let startedAt = ContinuousClock.now
         let base = params.model.httpRequest(maxBodyBytes: Self.errorBodyLimit)
-        do {
-            return try await runner.run(
-                params.model, method: base.method, url: base.url, context: context,
-                prepare: { try await BlockingIO.run { try request(continuing: part, from: base, resume: params.resume) } },
-                body: { job, response in try await finish(job, response, part: part, params: params, startedAt: startedAt) })
-        } catch {
-            part.removeIfEmpty()
-            throw error
+        var resume = params.resume
+        while true {
+            do {
+                let resuming = resume
+                return try await runner.run(
+                    params.model, method: base.method, url: base.url, context: context,
+                    prepare: { try await BlockingIO.run { try request(continuing: part, from: base, resume: resuming) } },
+                    body: { job, response in
+                        // 416 to a range we asked for: the part file already holds the whole
+                        // answer (or more). Start over rather than stay stuck on it.
+                        if response.status == 416 && resuming && (part.size ?? 0) > 0 { throw RangeNotSatisfiable() }
+                        return try await finish(job, response, part: part, params: params, startedAt: startedAt)
+                    })
+            } catch is RangeNotSatisfiable {
+                part.remove()
+                resume = false
+            } catch {
+                part.removeIfEmpty()
+                throw error
+            }
         }
     }
+
+    private struct RangeNotSatisfiable: Error {}
 
     /// Refused before any request: an existing file without `overwrite`, or no directory.
     private func checkDestination(_ params: Params) throws {

@@ -12,7 +12,7 @@ struct SetRateLimitMethod: RPCMethod {
     func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
         var reader = try ParamReader(params)
         let host = try reader.requiredString("host").lowercased()
-        guard host == "*" || Self.isHostPattern(host) else {
+        guard host == "*" || HostPattern.isValid(host) else {
             throw RPCError.invalidParams(field: "host", "expected a host name, name:port, or *")
         }
         let current = admission.snapshot().scheduler
@@ -20,7 +20,8 @@ struct SetRateLimitMethod: RPCMethod {
         if reader.value("maxConcurrent") == .null {
             limit.maxConcurrent = nil
         } else if let cap = try reader.integer("maxConcurrent", in: 0...1_000_000) {
-            limit.maxConcurrent = cap
+            // 0 means no cap, as with --max-per-host 0 (and GTMSessionFetcher's per-host limit).
+            limit.maxConcurrent = cap == 0 ? nil : cap
         }
         if reader.value("requestsPerSecond") == .null {
             limit.requestsPerSecond = nil
@@ -35,16 +36,5 @@ struct SetRateLimitMethod: RPCMethod {
         try reader.finish()
         admission.setLimit(limit, for: host)
         return GetRateLimitsMethod.describe(host: host, limit: limit)
-    }
-
-    /// `name` or `name:port`: letters, digits, dots, dashes, an IPv6 literal in brackets.
-    static func isHostPattern(_ text: String) -> Bool {
-        guard !text.isEmpty, text.utf8.count <= 300 else { return false }
-        var name = Substring(text)
-        if let colon = text.lastIndex(of: ":"), !text.hasSuffix("]") {
-            guard let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else { return false }
-            name = text[..<colon]
-        }
-        return !name.isEmpty && name.allSatisfy { $0.isLetter || $0.isNumber || "-._[]:".contains($0) }
     }
 }

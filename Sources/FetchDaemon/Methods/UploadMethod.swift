@@ -90,6 +90,7 @@ struct UploadMethod: RPCMethod {
 
     func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
         var params = try Params(params, policy: policy)
+        let requested = params.files
         // Strict by default: an unreadable file stops the upload before anything is sent.
         var failedFiles: [String] = []
         var readable: [FileParam] = []
@@ -105,7 +106,9 @@ struct UploadMethod: RPCMethod {
         let startedAt = ContinuousClock.now
         if let chunkSize = params.resumableChunkSize {
             guard let file = readable.first, case .path(let path) = file.source else {
-                throw TransferFileError(path: failedFiles.first ?? "", detail: "the file to upload could not be read")
+                var unreadablePath = ""
+                if case .path(let path)? = requested.first?.source { unreadablePath = path }
+                throw TransferFileError(path: unreadablePath, detail: "the file to upload could not be read")
             }
             let driver = ResumableUploadDriver(runner: runner)
             let (job, response) = try await driver.upload(path: path, file: file, chunkSize: chunkSize, params: params, context: context)

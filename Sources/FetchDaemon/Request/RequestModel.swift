@@ -86,7 +86,8 @@ struct RequestModel: Sendable {
             self.query = try Self.items(query, field: params.field("query"))
         }
 
-        let given = Self.bodyFields.filter { params.contains($0) }
+        // `json` may be null itself (a JSON body of `null`); the others count when not null.
+        let given = Self.bodyFields.filter { $0 == "json" ? params.object[$0] != nil : params.contains($0) }
         if !allowsBody, let first = given.first {
             throw RPCError.invalidParams(field: params.field(first), "not accepted here: the body is made of `files` and `fields`")
         }
@@ -122,7 +123,7 @@ struct RequestModel: Sendable {
     }
 
     private static func readBody(_ params: inout ParamReader, policy: FilePolicy) throws -> Body {
-        if let json = params.value("json"), params.contains("json") {
+        if let json = params.value("json") {
             return .json(json)
         }
         if let form = try params.object("form") {

@@ -1,3 +1,4 @@
+import FetchEngine
 import Foundation
 internal import CLinux
 import JSONRPC
@@ -26,7 +27,7 @@ final class Connection: Sendable {
     let fd: Int32
     private let loop: EventLoop
     private let hooks: Hooks
-    private let state: Mutex<State>
+    private let state: Locked<State>
     // Event loop thread only.
     private nonisolated(unsafe) var framer: LineFramer
 
@@ -47,7 +48,7 @@ final class Connection: Sendable {
         self.loop = loop
         self.hooks = hooks
         framer = LineFramer(maxLineBytes: hooks.maxMessageBytes)
-        state = Mutex(State())
+        state = Locked(State())
     }
 
     // Readable and peer-half-closed are level-triggered: asked for only while reading, or an
@@ -83,12 +84,12 @@ final class Connection: Sendable {
     }
 
     private func readAvailable() {
-        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        let buffer = loop.readBuffer
         while true {
             if state.withLock({ $0.readPaused || $0.readClosed || $0.closed }) { return }
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            let n = recv(fd, buffer.baseAddress, buffer.count, 0)
             if n > 0 {
-                let events = buffer.withUnsafeBytes { framer.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                let events = framer.feed(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
                 for event in events { dispatch(event) }
             } else if n == 0 {
                 state.withLock { $0.readClosed = true }

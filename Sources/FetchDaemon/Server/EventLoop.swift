@@ -1,3 +1,4 @@
+import FetchEngine
 import Foundation
 internal import CLinux
 import Synchronization
@@ -9,10 +10,12 @@ final class EventLoop: @unchecked Sendable {
 
     private let epollFD: Int32
     private let wakeFD: Int32
-    private let queued = Mutex<[@Sendable () -> Void]>([])
+    private let queued = Locked<[@Sendable () -> Void]>([])
     private let stopped = Atomic<Bool>(false)
     // Loop thread only.
     private var handlers: [Int32: Handler] = [:]
+    /// One receive buffer for every connection: only the loop thread reads.
+    let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
 
     init() throws {
         epollFD = fetchd_epoll_create()
@@ -22,6 +25,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     deinit {
+        readBuffer.deallocate()
         close(epollFD)
         close(wakeFD)
     }

@@ -1,3 +1,4 @@
+import FetchEngine
 import Foundation
 internal import CLinux
 import JSONRPC
@@ -11,7 +12,7 @@ final class SocketServer: Sendable {
     private let loop: EventLoop
     private let hooks: Connection.Hooks
     private let log: Logger
-    private let connections = Mutex<[UInt64: Connection]>([:])
+    private let connections = Locked<[UInt64: Connection]>([:])
     private let nextID = Atomic<UInt64>(1)
     private let acceptedTotal = Atomic<Int>(0)
 

@@ -1,0 +1,648 @@
+/* libfetchd: a C client for fetchd. See fetchd.h for the API, ownership and threading rules.
+ *
+ * Design: one socket per client; a reader thread splits the byte stream into lines, parses
+ * each as JSON, hands answers to the waiting caller by id (a list of pending calls guarded by
+ * one mutex, with one condition variable broadcast on every answer) and notifications to the
+ * user's callback. Sends are serialised by their own mutex so a long write never blocks the
+ * reader's bookkeeping. */
+#define _GNU_SOURCE
+#include "fetchd.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Answers can be far longer than the daemon's 16 MiB request limit (a 64 MiB body sent as
+ * base64 is ~86 MiB): accept lines up to 1 GiB, then give up on the connection. */
+#define FETCHD_MAX_LINE ((size_t)1 << 30)
+/* First size of the read buffer; it doubles as needed. */
+#define FETCHD_READ_CHUNK ((size_t)64 * 1024)
+
+struct pending {
+    json_int_t id;
+    json_t *answer;             /* the answer object once it came (owned) */
+    struct pending *next;
+};
+
+struct fetchd_client {
+    int fd;
+    pthread_t reader;
+    pthread_mutex_t lock;       /* guards everything below except fd */
+    pthread_cond_t answered;    /* broadcast on every answer and on close */
+    pthread_mutex_t send_lock;  /* one message on the wire at a time */
+    struct pending *pending;
+    json_int_t next_id;
+    int closed;
+    fetchd_notification_fn callback;
+    void *callback_data;
+    long timeout_ms;
+};
+
+/* ------------------------------------------------------------------------------ errors */
+
+const char *fetchd_status_string(fetchd_status status) {
+    switch (status) {
+    case FETCHD_OK: return "ok";
+    case FETCHD_ERR_CONNECT: return "cannot connect to fetchd";
+    case FETCHD_ERR_CLOSED: return "connection to fetchd closed";
+    case FETCHD_ERR_IO: return "i/o error on the fetchd socket";
+    case FETCHD_ERR_PROTOCOL: return "malformed message from fetchd";
+    case FETCHD_ERR_RPC: return "fetchd answered with an error";
+    case FETCHD_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case FETCHD_ERR_NO_MEMORY: return "out of memory";
+    case FETCHD_ERR_WOULD_DEADLOCK: return "blocking call from the notification callback";
+    case FETCHD_ERR_TIMEOUT: return "no answer from fetchd in time";
+    }
+    return "unknown status";
+}
+
+void fetchd_error_clear(fetchd_error *err) {
+    if (!err)
+        return;
+    free(err->message);
+    json_decref(err->data);
+    memset(err, 0, sizeof *err);
+}
+
+const char *fetchd_error_data_string(const fetchd_error *err, const char *key) {
+    if (!err || !key || !json_is_object(err->data))
+        return NULL;
+    return json_string_value(json_object_get(err->data, key));
+}
+
+/* Fills err (if any) and returns status. data is borrowed. */
+static fetchd_status fail(fetchd_error *err, fetchd_status status, int code, json_t *data,
+                          const char *fmt, ...) {
+    if (!err)
+        return status;
+    fetchd_error_clear(err);
+    err->status = status;
+    err->code = code;
+    err->data = data ? json_incref(data) : NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&err->message, fmt, ap) < 0)
+        err->message = NULL;
+    va_end(ap);
+    return status;
+}
+
+/* ---------------------------------------------------------------------------- connect */
+
+fetchd_status fetchd_socket_path(const char *explicit_path, char *buf, size_t size) {
+    int n;
+    const char *env;
+    if (!buf || size == 0)
+        return FETCHD_ERR_INVALID_ARGUMENT;
+    if (explicit_path && *explicit_path)
+        n = snprintf(buf, size, "%s", explicit_path);
+    else if ((env = getenv("FETCHD_SOCKET")) && *env)
+        n = snprintf(buf, size, "%s", env);
+    else if ((env = getenv("XDG_RUNTIME_DIR")) && *env)
+        n = snprintf(buf, size, "%s/fetchd.sock", env);
+    else
+        n = snprintf(buf, size, "/tmp/fetchd-%u.sock", (unsigned)getuid());
+    return (n < 0 || (size_t)n >= size) ? FETCHD_ERR_INVALID_ARGUMENT : FETCHD_OK;
+}
+
+static void *reader_main(void *arg);
+
+fetchd_status fetchd_connect(const char *socket_path, fetchd_client **out, fetchd_error *err) {
+    struct sockaddr_un addr;
+    char path[sizeof addr.sun_path];
+    if (!out)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "out is NULL");
+    *out = NULL;
+    if (fetchd_socket_path(socket_path, path, sizeof path) != FETCHD_OK)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "socket path too long");
+
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return fail(err, FETCHD_ERR_CONNECT, 0, NULL, "socket: %s", strerror(errno));
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    memcpy(addr.sun_path, path, strlen(path) + 1);
+    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
+        int e = errno;
+        close(fd);
+        return fail(err, FETCHD_ERR_CONNECT, 0, NULL, "cannot connect to fetchd at %s: %s",
+                    path, strerror(e));
+    }
+
+    fetchd_client *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    }
+    c->fd = fd;
+    c->next_id = 1;
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->answered, &attr);
+    pthread_condattr_destroy(&attr);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->send_lock, NULL);
+    int rc = pthread_create(&c->reader, NULL, reader_main, c);
+    if (rc != 0) {
+        close(fd);
+        pthread_cond_destroy(&c->answered);
+        pthread_mutex_destroy(&c->lock);
+        pthread_mutex_destroy(&c->send_lock);
+        free(c);
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "pthread_create: %s", strerror(rc));
+    }
+    *out = c;
+    return FETCHD_OK;
+}
+
+void fetchd_close(fetchd_client *c) {
+    if (!c)
+        return;
+    shutdown(c->fd, SHUT_RDWR); /* wakes the reader: recv returns 0 */
+    pthread_join(c->reader, NULL);
+    close(c->fd);
+    /* Normally empty: calls must not race with close. Free whatever is left. */
+    struct pending *p = c->pending;
+    while (p) {
+        struct pending *next = p->next;
+        json_decref(p->answer);
+        free(p);
+        p = next;
+    }
+    pthread_cond_destroy(&c->answered);
+    pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->send_lock);
+    free(c);
+}
+
+void fetchd_set_notification_callback(fetchd_client *c, fetchd_notification_fn fn, void *data) {
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->lock);
+    c->callback = fn;
+    c->callback_data = data;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void fetchd_set_timeout(fetchd_client *c, long timeout_ms) {
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->lock);
+    c->timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* ----------------------------------------------------------------------------- reader */
+
+static void deliver_notification(fetchd_client *c, json_t *msg) {
+    pthread_mutex_lock(&c->lock);
+    fetchd_notification_fn fn = c->callback;
+    void *data = c->callback_data;
+    pthread_mutex_unlock(&c->lock);
+    if (fn)
+        fn(json_string_value(json_object_get(msg, "method")), json_object_get(msg, "params"), data);
+}
+
+static void deliver_answer(fetchd_client *c, json_t *msg) {
+    json_t *id = json_object_get(msg, "id");
+    pthread_mutex_lock(&c->lock);
+    struct pending *target = NULL;
+    if (json_is_integer(id)) {
+        for (struct pending *p = c->pending; p; p = p->next)
+            if (p->id == json_integer_value(id) && !p->answer) {
+                target = p;
+                break;
+            }
+    } else if (json_is_null(id) && c->pending && !c->pending->next && !c->pending->answer) {
+        /* An error the daemon could not tie to an id (-32700, -32006): with a single call
+         * outstanding it can only be that one's. */
+        target = c->pending;
+    }
+    if (target) {
+        target->answer = json_incref(msg);
+        pthread_cond_broadcast(&c->answered);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void dispatch(fetchd_client *c, json_t *msg) {
+    if (json_is_array(msg)) { /* a batch answer */
+        size_t i;
+        json_t *item;
+        json_array_foreach(msg, i, item) dispatch(c, item);
+        return;
+    }
+    if (!json_is_object(msg))
+        return;
+    if (json_object_get(msg, "method") && !json_object_get(msg, "id"))
+        deliver_notification(c, msg);
+    else
+        deliver_answer(c, msg);
+}
+
+static void *reader_main(void *arg) {
+    fetchd_client *c = arg;
+    size_t cap = FETCHD_READ_CHUNK, len = 0, scanned = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (len == cap) {
+            if (cap >= FETCHD_MAX_LINE)
+                break;
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger)
+                break;
+            buf = bigger;
+            cap *= 2;
+        }
+        ssize_t n = recv(c->fd, buf + len, cap - len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        size_t start = 0;
+        char *nl;
+        while ((nl = memchr(buf + scanned, '\n', len - scanned))) {
+            size_t end = (size_t)(nl - buf);
+            json_error_t jerr;
+            json_t *msg = end > start
+                ? json_loadb(buf + start, end - start, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr)
+                : NULL;
+            if (msg) {
+                dispatch(c, msg);
+                json_decref(msg);
+            }
+            start = scanned = end + 1;
+        }
+        if (start) {
+            memmove(buf, buf + start, len - start);
+            len -= start;
+        }
+        scanned = len;
+    }
+    free(buf);
+    pthread_mutex_lock(&c->lock);
+    c->closed = 1;
+    pthread_cond_broadcast(&c->answered);
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------ calls */
+
+static fetchd_status send_message(fetchd_client *c, json_t *msg, fetchd_error *err) {
+    char *text = json_dumps(msg, JSON_COMPACT);
+    if (!text)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "params cannot be encoded as JSON");
+    size_t len = strlen(text);
+    text[len] = '\n'; /* replaces the NUL: the buffer is sent by length */
+    fetchd_status st = FETCHD_OK;
+    pthread_mutex_lock(&c->send_lock);
+    size_t off = 0;
+    while (off < len + 1) {
+        ssize_t n = send(c->fd, text + off, len + 1 - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            st = fail(err, errno == EPIPE || errno == ECONNRESET ? FETCHD_ERR_CLOSED : FETCHD_ERR_IO,
+                      0, NULL, "sending to fetchd failed: %s", strerror(errno));
+            break;
+        }
+        off += (size_t)n;
+    }
+    pthread_mutex_unlock(&c->send_lock);
+    free(text);
+    return st;
+}
+
+static json_t *new_message(const char *method, json_t *params) {
+    json_t *msg = json_object();
+    if (!msg)
+        return NULL;
+    json_object_set_new(msg, "jsonrpc", json_string("2.0"));
+    json_object_set_new(msg, "method", json_string(method));
+    if (params)
+        json_object_set(msg, "params", params);
+    return msg;
+}
+
+static void unlink_pending(fetchd_client *c, struct pending *p) {
+    for (struct pending **pp = &c->pending; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            return;
+        }
+}
+
+/* Turns an answer object into a status, *result and err. */
+static fetchd_status take_answer(json_t *answer, json_t **result, fetchd_error *err) {
+    json_t *error = json_object_get(answer, "error");
+    if (error) {
+        json_t *code = json_object_get(error, "code");
+        const char *message = json_string_value(json_object_get(error, "message"));
+        if (!json_is_integer(code))
+            return fail(err, FETCHD_ERR_PROTOCOL, 0, error, "error answer without a code");
+        return fail(err, FETCHD_ERR_RPC, (int)json_integer_value(code),
+                    json_object_get(error, "data"), "%s", message ? message : "error");
+    }
+    json_t *res = json_object_get(answer, "result");
+    if (!res)
+        return fail(err, FETCHD_ERR_PROTOCOL, 0, NULL, "answer without result or error");
+    if (result)
+        *result = json_incref(res);
+    return FETCHD_OK;
+}
+
+fetchd_status fetchd_call(fetchd_client *c, const char *method, json_t *params, json_t **result,
+                          fetchd_error *err) {
+    if (result)
+        *result = NULL;
+    if (!c || !method)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "client or method is NULL");
+    if (pthread_equal(pthread_self(), c->reader))
+        return fail(err, FETCHD_ERR_WOULD_DEADLOCK, 0, NULL,
+                    "%s called from the notification callback would wait forever", method);
+    struct pending *p = calloc(1, sizeof *p);
+    json_t *msg = new_message(method, params);
+    if (!p || !msg) {
+        free(p);
+        json_decref(msg);
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    }
+
+    pthread_mutex_lock(&c->lock);
+    if (c->closed) {
+        pthread_mutex_unlock(&c->lock);
+        free(p);
+        json_decref(msg);
+        return fail(err, FETCHD_ERR_CLOSED, 0, NULL, "the connection to fetchd is closed");
+    }
+    p->id = c->next_id++;
+    p->next = c->pending;
+    c->pending = p;
+    long timeout_ms = c->timeout_ms;
+    pthread_mutex_unlock(&c->lock);
+
+    json_object_set_new(msg, "id", json_integer(p->id));
+    fetchd_status st = send_message(c, msg, err);
+    json_decref(msg);
+
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->lock);
+    int timed_out = 0;
+    while (st == FETCHD_OK && !p->answer && !c->closed && !timed_out) {
+        if (timeout_ms > 0)
+            timed_out = pthread_cond_timedwait(&c->answered, &c->lock, &deadline) == ETIMEDOUT;
+        else
+            pthread_cond_wait(&c->answered, &c->lock);
+    }
+    unlink_pending(c, p);
+    pthread_mutex_unlock(&c->lock);
+
+    if (st == FETCHD_OK) {
+        if (p->answer)
+            st = take_answer(p->answer, result, err);
+        else if (timed_out)
+            st = fail(err, FETCHD_ERR_TIMEOUT, 0, NULL, "no answer to %s within %ld ms", method,
+                      timeout_ms);
+        else
+            st = fail(err, FETCHD_ERR_CLOSED, 0, NULL,
+                      "the connection to fetchd closed before the answer to %s", method);
+    }
+    json_decref(p->answer);
+    free(p);
+    return st;
+}
+
+fetchd_status fetchd_notify(fetchd_client *c, const char *method, json_t *params,
+                            fetchd_error *err) {
+    if (!c || !method)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "client or method is NULL");
+    json_t *msg = new_message(method, params);
+    if (!msg)
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    fetchd_status st = send_message(c, msg, err);
+    json_decref(msg);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ conveniences */
+
+fetchd_status fetchd_ping(fetchd_client *c, fetchd_error *err) {
+    json_t *result = NULL;
+    fetchd_status st = fetchd_call(c, "ping", NULL, &result, err);
+    if (st == FETCHD_OK && !(json_is_string(result) && !strcmp(json_string_value(result), "pong")))
+        st = fail(err, FETCHD_ERR_PROTOCOL, 0, result, "ping was not answered with \"pong\"");
+    json_decref(result);
+    return st;
+}
+
+fetchd_status fetchd_get_status(fetchd_client *c, json_t **result, fetchd_error *err) {
+    return fetchd_call(c, "getStatus", NULL, result, err);
+}
+
+static int b64_value(unsigned char ch) {
+    if (ch >= 'A' && ch <= 'Z') return ch - 'A';
+    if (ch >= 'a' && ch <= 'z') return ch - 'a' + 26;
+    if (ch >= '0' && ch <= '9') return ch - '0' + 52;
+    if (ch == '+') return 62;
+    if (ch == '/') return 63;
+    return -1;
+}
+
+/* Decodes base64 (padding optional) into a malloc'd, NUL-terminated buffer. */
+static unsigned char *b64_decode(const char *in, size_t in_len, size_t *out_len) {
+    unsigned char *out = malloc(in_len / 4 * 3 + 4);
+    if (!out)
+        return NULL;
+    size_t n = 0;
+    unsigned acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < in_len; i++) {
+        int v = b64_value((unsigned char)in[i]);
+        if (v < 0) {
+            if (in[i] == '=')
+                break;
+            free(out);
+            return NULL;
+        }
+        acc = (acc << 6) | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[n++] = (unsigned char)(acc >> bits);
+            acc &= (1u << bits) - 1;
+        }
+    }
+    out[n] = 0;
+    *out_len = n;
+    return out;
+}
+
+void fetchd_response_free(fetchd_response *r) {
+    if (!r)
+        return;
+    free(r->body);
+    json_decref(r->result);
+    memset(r, 0, sizeof *r);
+}
+
+const char *fetchd_response_header(const fetchd_response *r, const char *name) {
+    const char *key;
+    json_t *value;
+    if (!r || !name || !json_is_object(r->headers))
+        return NULL;
+    json_object_foreach(r->headers, key, value) {
+        if (!strcasecmp(key, name))
+            return json_string_value(value);
+    }
+    return NULL;
+}
+
+/* Fills r from a fetch/download/upload result (takes ownership of result). */
+static fetchd_status fill_response(json_t *result, fetchd_response *r, fetchd_error *err) {
+    memset(r, 0, sizeof *r);
+    r->result = result;
+    r->status = (int)json_integer_value(json_object_get(result, "status"));
+    r->url = json_string_value(json_object_get(result, "url"));
+    r->job_id = json_string_value(json_object_get(result, "jobId"));
+    r->headers = json_object_get(result, "headers");
+    json_t *body = json_object_get(result, "body");
+    json_t *b64 = json_object_get(result, "bodyBase64");
+    json_t *parsed = json_object_get(result, "json");
+    if (json_is_string(body)) {
+        r->body_len = json_string_length(body);
+        r->body = malloc(r->body_len + 1);
+        if (r->body) {
+            memcpy(r->body, json_string_value(body), r->body_len);
+            r->body[r->body_len] = 0;
+        }
+    } else if (json_is_string(b64)) {
+        r->body = b64_decode(json_string_value(b64), json_string_length(b64), &r->body_len);
+        if (!r->body) {
+            fetchd_response_free(r);
+            return fail(err, FETCHD_ERR_PROTOCOL, 0, NULL, "bodyBase64 is not valid base64");
+        }
+    } else if (parsed) {
+        r->body = (unsigned char *)json_dumps(parsed, JSON_COMPACT | JSON_ENCODE_ANY);
+        r->body_len = r->body ? strlen((char *)r->body) : 0;
+    } else {
+        r->body = calloc(1, 1);
+    }
+    if (!r->body) {
+        fetchd_response_free(r);
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    }
+    return FETCHD_OK;
+}
+
+fetchd_status fetchd_fetch_ex(fetchd_client *c, json_t *params, fetchd_response *response,
+                              fetchd_error *err) {
+    if (!response || !json_is_object(params))
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "params must be an object");
+    memset(response, 0, sizeof *response);
+    json_t *result = NULL;
+    fetchd_status st = fetchd_call(c, "fetch", params, &result, err);
+    if (st != FETCHD_OK)
+        return st;
+    if (!json_is_object(result)) {
+        json_decref(result);
+        return fail(err, FETCHD_ERR_PROTOCOL, 0, NULL, "fetch result is not an object");
+    }
+    return fill_response(result, response, err);
+}
+
+fetchd_status fetchd_fetch(fetchd_client *c, const char *url, fetchd_response *response,
+                           fetchd_error *err) {
+    if (!url)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "url is NULL");
+    json_t *params = json_pack("{s:s}", "url", url);
+    if (!params)
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    fetchd_status st = fetchd_fetch_ex(c, params, response, err);
+    json_decref(params);
+    return st;
+}
+
+fetchd_status fetchd_download(fetchd_client *c, const char *url, const char *path,
+                              json_t *params_extra, json_t **result, fetchd_error *err) {
+    if (result)
+        *result = NULL;
+    if (!url || !path || (params_extra && !json_is_object(params_extra)))
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "url, path or params_extra invalid");
+    json_t *params = params_extra ? json_deep_copy(params_extra) : json_object();
+    if (!params)
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    json_object_set_new(params, "url", json_string(url));
+    json_object_set_new(params, "path", json_string(path));
+    fetchd_status st = fetchd_call(c, "download", params, result, err);
+    json_decref(params);
+    return st;
+}
+
+fetchd_status fetchd_cancel(fetchd_client *c, const char *job_id, int *cancelled,
+                            fetchd_error *err) {
+    if (cancelled)
+        *cancelled = 0;
+    if (!job_id)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "job_id is NULL");
+    json_t *params = json_pack("{s:s}", "jobId", job_id), *result = NULL;
+    if (!params)
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    fetchd_status st = fetchd_call(c, "cancel", params, &result, err);
+    json_decref(params);
+    if (st == FETCHD_OK && cancelled)
+        *cancelled = json_is_true(json_object_get(result, "cancelled"));
+    json_decref(result);
+    return st;
+}
+
+fetchd_status fetchd_cancel_nowait(fetchd_client *c, const char *job_id, fetchd_error *err) {
+    if (!c || !job_id)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "client or job_id is NULL");
+    json_t *params = json_pack("{s:s}", "jobId", job_id);
+    json_t *msg = new_message("cancel", params);
+    json_decref(params);
+    if (!msg)
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    pthread_mutex_lock(&c->lock);
+    json_int_t id = c->next_id++; /* never registered: the reader drops its answer */
+    pthread_mutex_unlock(&c->lock);
+    json_object_set_new(msg, "id", json_integer(id));
+    fetchd_status st = send_message(c, msg, err);
+    json_decref(msg);
+    return st;
+}
+
+fetchd_status fetchd_list_jobs(fetchd_client *c, json_t **jobs, fetchd_error *err) {
+    json_t *result = NULL;
+    if (jobs)
+        *jobs = NULL;
+    fetchd_status st = fetchd_call(c, "listJobs", NULL, &result, err);
+    if (st == FETCHD_OK) {
+        json_t *list = json_object_get(result, "jobs");
+        if (!json_is_array(list))
+            st = fail(err, FETCHD_ERR_PROTOCOL, 0, result, "listJobs result has no jobs array");
+        else if (jobs)
+            *jobs = json_incref(list);
+    }
+    json_decref(result);
+    return st;
+}

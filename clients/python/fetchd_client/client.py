@@ -1,0 +1,639 @@
+"""The synchronous fetchd client: one Unix-socket connection, shared safely by threads.
+
+How it works: a reader thread reads the daemon's lines and hands each answer to the caller
+waiting for its id (answers may come in any order). Sends are serialised by a lock, so any
+number of threads can use one Client at once.
+
+Progress callbacks (``on_progress``, ``on_retrying``) are delivered by the reader thread to
+the waiting call and run *in the thread that called* ``fetch``/``download``/``upload``, in
+arrival order and all before the call returns. They may therefore use the client themselves
+(for instance ``client.cancel(job_id)``). If a callback raises, the job is cancelled and the
+exception propagates out of the call.
+
+Notifications for jobs without callbacks (``progress=True`` with no callback, detached jobs
+of earlier connections...) go to ``on_notification`` if given; that one runs on the reader
+thread and must not wait for answers from this client (a call from it raises RuntimeError).
+"""
+import base64
+import itertools
+import json as _json
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+import uuid
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+from .errors import (ConnectError, ConnectionClosed, FetchdError, RPCError, Timeout,
+                     error_from_answer)
+
+__all__ = ["Client", "Response", "default_socket_path", "UNSET"]
+
+log = logging.getLogger("fetchd_client")
+
+Json = Any
+Callback = Callable[[Dict[str, Any]], None]
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+UNSET: Any = _Unset()
+"""Marks an argument as "not given" where None has a meaning (a JSON ``null`` body, or
+``set_rate_limit(..., requests_per_second=None)`` which clears the rate)."""
+
+#: Bytes read from the socket at a time.
+_READ_CHUNK = 1 << 20
+
+
+def default_socket_path(socket_path: Optional[PathLike] = None) -> str:
+    """The socket path by the daemon's rules: the argument, else ``$FETCHD_SOCKET``, else
+    ``$XDG_RUNTIME_DIR/fetchd.sock``, else ``/tmp/fetchd-<uid>.sock``."""
+    if socket_path:
+        return os.fspath(socket_path)
+    env = os.environ.get("FETCHD_SOCKET")
+    if env:
+        return env
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg:
+        return os.path.join(xdg, "fetchd.sock")
+    return f"/tmp/fetchd-{os.getuid()}.sock"
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+class Response(dict):
+    """The result of ``fetch``/``download``/``upload``: the protocol's result object (a dict,
+    so ``r["status"]`` works) with conveniences."""
+
+    @property
+    def status(self) -> int:
+        return self["status"]
+
+    @property
+    def ok(self) -> bool:
+        """True for a 2xx status."""
+        return 200 <= self.get("status", 0) < 300
+
+    @property
+    def url(self) -> str:
+        """The final URL, after redirects."""
+        return self.get("url", "")
+
+    @property
+    def job_id(self) -> str:
+        return self.get("jobId", "")
+
+    @property
+    def headers(self) -> Dict[str, str]:
+        """Response headers by lowercase name (repeats joined by ", ", set-cookie by "\\n")."""
+        return self.get("headers") or {}
+
+    def header(self, name: str, default: Optional[str] = None) -> Optional[str]:
+        """One header, by case-insensitive name."""
+        return self.headers.get(name.lower(), default)
+
+    @property
+    def content(self) -> bytes:
+        """The body as bytes, whichever form the daemon sent (text, base64 or json)."""
+        if "bodyBase64" in self:
+            return base64.b64decode(self["bodyBase64"])
+        if "body" in self:
+            return self["body"].encode("utf-8")
+        if "json" in self:
+            return _json.dumps(self["json"]).encode("utf-8")
+        return b""
+
+    @property
+    def text(self) -> str:
+        """The body as text (invalid UTF-8 replaced)."""
+        if "body" in self:
+            return self["body"]
+        return self.content.decode("utf-8", errors="replace")
+
+    def json(self) -> Json:
+        """The body parsed as JSON (already parsed when ``response_body="json"``)."""
+        if "json" in self:
+            return self["json"]
+        return _json.loads(self.content)
+
+    @property
+    def failed_files(self) -> List[str]:
+        """upload: the files left out because they could not be read (``skip_unreadable``)."""
+        return self.get("failedFiles") or []
+
+
+class _Call:
+    """One request waiting for its answer; the reader thread feeds its queue."""
+    __slots__ = ("id", "job_id", "queue", "on_progress", "on_retrying")
+
+    def __init__(self, req_id: int, job_id: Optional[str], on_progress: Optional[Callback],
+                 on_retrying: Optional[Callback]):
+        self.id = req_id
+        self.job_id = job_id
+        self.queue: "queue.SimpleQueue[tuple]" = queue.SimpleQueue()
+        self.on_progress = on_progress
+        self.on_retrying = on_retrying
+
+
+class Client:
+    """A connection to fetchd.
+
+    >>> with Client() as c:
+    ...     r = c.fetch("https://example.org/", headers={"Accept": "text/html"})
+    ...     print(r.status, r.text[:80])
+
+    ``socket_path``: see :func:`default_socket_path`. ``rpc_timeout``: default seconds to wait
+    for any answer (None = wait as long as the daemon takes; its own ``timeout`` bounds HTTP).
+    ``on_notification``: called on the reader thread with every notification not routed to a
+    waiting call's callbacks.
+
+    Raises :class:`ConnectError` when the daemon cannot be reached.
+    """
+
+    def __init__(self, socket_path: Optional[PathLike] = None, *,
+                 rpc_timeout: Optional[float] = None, connect_timeout: float = 5.0,
+                 on_notification: Optional[Callable[[Dict[str, Any]], None]] = None):
+        self.socket_path = default_socket_path(socket_path)
+        self.rpc_timeout = rpc_timeout
+        self.on_notification = on_notification
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()          # guards _calls, _jobs, _closed_error
+        self._send_lock = threading.Lock()     # one message on the wire at a time
+        self._calls: Dict[int, _Call] = {}
+        self._jobs: Dict[str, _Call] = {}
+        self._closed_error: Optional[FetchdError] = None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(connect_timeout)
+            sock.connect(self.socket_path)
+            sock.settimeout(None)
+        except OSError as e:
+            sock.close()
+            raise ConnectError(f"cannot connect to fetchd at {self.socket_path}: "
+                               f"{e.strerror or e}", self.socket_path) from e
+        self._sock = sock
+        self._reader = threading.Thread(target=self._read_loop, name="fetchd-client-reader",
+                                        daemon=True)
+        self._reader.start()
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Close the connection. Calls still waiting raise ConnectionClosed; the daemon
+        cancels this connection's jobs unless they were started with ``detach=True``."""
+        with self._lock:
+            if self._closed_error is None:
+                self._closed_error = ConnectionClosed("the client was closed")
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        if threading.current_thread() is not self._reader:
+            self._reader.join()
+        self._sock.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed_error is not None
+
+    # ------------------------------------------------------------------ generic calls
+    def call(self, method: str, params: Optional[Union[Mapping[str, Any], Sequence[Any]]] = None,
+             *, rpc_timeout: Optional[float] = None) -> Json:
+        """Send any JSON-RPC request and return its ``result``; an error answer raises the
+        :class:`RPCError` subclass for its code."""
+        return self._call(method, params, rpc_timeout=rpc_timeout)
+
+    def notify(self, method: str, params: Optional[Union[Mapping[str, Any], Sequence[Any]]] = None) -> None:
+        """Send a JSON-RPC notification (no id; the daemon never answers it)."""
+        msg: Dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        self._send(msg)
+
+    # ------------------------------------------------------------------ protocol methods
+    def ping(self) -> str:
+        """``ping`` -> ``"pong"``."""
+        return self._call("ping")
+
+    def status(self) -> Dict[str, Any]:
+        """``getStatus``: version, pid, uptimeSeconds, connections, jobs counts, logging."""
+        return self._call("getStatus")
+
+    get_status = status
+
+    def fetch(self, url: str, *, method: Optional[str] = None,
+              headers: Optional[Mapping[str, str]] = None,
+              query: Optional[Mapping[str, Any]] = None, json: Json = UNSET,
+              form: Optional[Mapping[str, Any]] = None,
+              body: Optional[Union[str, bytes, bytearray]] = None,
+              body_base64: Optional[str] = None, body_file: Optional[PathLike] = None,
+              timeout: Optional[float] = None, connect_timeout: Optional[float] = None,
+              retry: Optional[Union[bool, Mapping[str, Any]]] = None,
+              max_redirects: Optional[int] = None,
+              cookie_jar: Optional[Union[str, bool]] = None, priority: Optional[int] = None,
+              progress: Optional[bool] = None, job_id: Optional[str] = None,
+              detach: Optional[bool] = None, comment: Optional[str] = None,
+              response_body: Optional[str] = None, max_body_bytes: Optional[int] = None,
+              on_progress: Optional[Callback] = None, on_retrying: Optional[Callback] = None,
+              rpc_timeout: Optional[float] = None, **extra: Any) -> Response:
+        """``fetch``: one HTTP request; returns a :class:`Response` (any status, 404 included).
+
+        Body (at most one): ``json`` (any JSON value, None sends ``null``), ``form`` (urlencoded),
+        ``body`` (str as UTF-8; bytes are sent as ``bodyBase64``), ``body_base64``, or
+        ``body_file`` (a path, made absolute here). ``timeout``/``connect_timeout`` are seconds
+        per attempt; ``retry`` is True/False or ``{"maxAttempts", "maxInterval", "statuses"}``;
+        ``cookie_jar=False`` sends and keeps no cookies. ``response_body``: ``"auto"``,
+        ``"text"``, ``"base64"``, ``"json"`` or ``"none"``.
+
+        ``on_progress(params)`` gets every ``progress`` notification of the job
+        (``sentBytes``, ``totalSendBytes``, ``receivedBytes``, ``totalReceiveBytes``) and
+        ``on_retrying(params)`` every ``retrying`` one (``attempt``, ``delayMs``, ``reason``);
+        they run in this thread before fetch returns. Giving one sets ``progress``. Without
+        ``job_id`` the client makes one (``py-<hex>``), so that it can cancel the job when the
+        wait is interrupted (Ctrl-C, ``rpc_timeout``, a callback raising).
+
+        Other keyword arguments are sent too, their names turned to camelCase
+        (``foo_bar=1`` -> ``"fooBar": 1``), so newer protocol fields need no new client.
+
+        Raises TransportError (``.kind``), Cancelled (``.by``), InvalidParams (``.field``),
+        NotAllowed, FileError, Overloaded, ConnectionClosed, Timeout.
+        """
+        params = _request_model(url, method=method, headers=headers, query=query, json=json,
+                                form=form, body=body, body_base64=body_base64,
+                                body_file=body_file, timeout=timeout,
+                                connect_timeout=connect_timeout, retry=retry,
+                                max_redirects=max_redirects, cookie_jar=cookie_jar,
+                                priority=priority, progress=progress, job_id=job_id,
+                                detach=detach, comment=comment, extra=extra)
+        _put(params, "responseBody", response_body)
+        _put(params, "maxBodyBytes", max_body_bytes)
+        return Response(self._job_call("fetch", params, on_progress, on_retrying, rpc_timeout))
+
+    def download(self, url: str, path: PathLike, *, overwrite: Optional[bool] = None,
+                 resume: Optional[bool] = None, sha256: Optional[str] = None,
+                 on_progress: Optional[Callback] = None, on_retrying: Optional[Callback] = None,
+                 rpc_timeout: Optional[float] = None, **options: Any) -> Response:
+        """``download``: stream the body to ``path`` (made absolute here) through
+        ``<path>.part``, renamed when complete and verified against ``sha256`` (hex) if given.
+        ``overwrite`` (default False): an existing file otherwise raises FileError before any
+        request. ``resume`` (default True) continues a ``.part`` file with Range.
+
+        Returns the result without a body plus ``path``, ``bytes``, ``sha256``, ``resumed``;
+        on a status outside 200-299 nothing is written and the result carries the status and
+        up to 64 KiB of the body. ``options``: the request-model keywords of :meth:`fetch`.
+        """
+        params = _request_model(url, **_model_options(options))
+        params["path"] = os.path.abspath(os.fspath(path))
+        _put(params, "overwrite", overwrite)
+        _put(params, "resume", resume)
+        _put(params, "sha256", sha256)
+        return Response(self._job_call("download", params, on_progress, on_retrying, rpc_timeout))
+
+    def upload(self, url: str, files: Iterable[Union[PathLike, Mapping[str, Any]]] = (), *,
+               fields: Optional[Mapping[str, str]] = None,
+               skip_unreadable: Optional[bool] = None,
+               on_progress: Optional[Callback] = None, on_retrying: Optional[Callback] = None,
+               rpc_timeout: Optional[float] = None, **options: Any) -> Response:
+        """``upload``: a multipart/form-data POST (unless ``method`` says otherwise) streamed
+        from disk.
+
+        ``files``: paths, or dicts with one of ``path`` / ``content`` (str, or bytes sent as
+        base64) / ``content_base64``, and optional ``filename`` (default: the path's basename),
+        ``mimetype`` (default: guessed from the extension) and ``field`` (default ``"file"``).
+        ``fields``: extra form fields. A file that cannot be read raises FileError before
+        anything is sent, unless ``skip_unreadable``: then it is left out and listed in
+        ``Response.failed_files``. ``options``: the request-model keywords of :meth:`fetch`
+        (not the body ones).
+        """
+        params = _request_model(url, **_model_options(options))
+        params["files"] = [_file_spec(f) for f in files]
+        _put(params, "fields", dict(fields) if fields is not None else None)
+        _put(params, "skipUnreadable", skip_unreadable)
+        return Response(self._job_call("upload", params, on_progress, on_retrying, rpc_timeout))
+
+    def cancel(self, job_id: str) -> bool:
+        """``cancel``: True when the job was queued, running or waiting to retry (its own
+        call then raises Cancelled with ``by == "cancel"``); False when unknown or finished.
+        Works for jobs of any connection."""
+        return bool(self._call("cancel", {"jobId": job_id})["cancelled"])
+
+    def list_jobs(self) -> List[Dict[str, Any]]:
+        """``listJobs``: the live jobs (jobId, method, url, state, attempt, sentBytes,
+        receivedBytes, totalBytes, comment)."""
+        return self._call("listJobs")["jobs"]
+
+    def set_rate_limit(self, host: str, *, max_concurrent: Any = UNSET,
+                       requests_per_second: Any = UNSET, burst: Any = UNSET) -> Dict[str, Any]:
+        """``setRateLimit`` for ``host`` (``"name"``, ``"name:port"`` or ``"*"`` for the
+        default). Arguments left out keep their value; None clears one. Returns the limit now
+        in force."""
+        params: Dict[str, Any] = {"host": host}
+        for key, value in (("maxConcurrent", max_concurrent),
+                           ("requestsPerSecond", requests_per_second), ("burst", burst)):
+            if value is not UNSET:
+                params[key] = value
+        return self._call("setRateLimit", params)
+
+    def get_rate_limits(self) -> List[Dict[str, Any]]:
+        """``getRateLimits``: host, maxConcurrent, requestsPerSecond, burst, running, queued,
+        pausedUntil (ISO 8601 or None) for each configured host."""
+        return self._call("getRateLimits")["limits"]
+
+    def get_cookies(self, url: Optional[str] = None, *, domain: Optional[str] = None,
+                    cookie_jar: Optional[str] = None) -> List[Dict[str, Any]]:
+        """``getCookies``: with ``url``, exactly the cookies a request there would send."""
+        params: Dict[str, Any] = {}
+        _put(params, "url", url)
+        _put(params, "domain", domain)
+        _put(params, "cookieJar", cookie_jar)
+        return self._call("getCookies", params)["cookies"]
+
+    def set_cookies(self, cookies: Iterable[Mapping[str, Any]], *,
+                    cookie_jar: Optional[str] = None) -> int:
+        """``setCookies``: each cookie needs ``name``, ``value`` and ``url`` or ``domain``
+        (optional path, expires, secure, httpOnly...). Returns how many were stored."""
+        params: Dict[str, Any] = {"cookies": [dict(c) for c in cookies]}
+        _put(params, "cookieJar", cookie_jar)
+        return self._call("setCookies", params)["stored"]
+
+    def clear_cookies(self, domain: Optional[str] = None, *,
+                      cookie_jar: Optional[str] = None) -> int:
+        """``clearCookies`` (all of the jar, or one domain's). Returns how many were removed."""
+        params: Dict[str, Any] = {}
+        _put(params, "domain", domain)
+        _put(params, "cookieJar", cookie_jar)
+        return self._call("clearCookies", params)["removed"]
+
+    def set_logging(self, enabled: bool, *, directory: Optional[PathLike] = None,
+                    bodies: Optional[bool] = None, max_body_bytes: Optional[int] = None,
+                    redact: Optional[bool] = None) -> Dict[str, Any]:
+        """``setLogging``: HAR files per finished job in ``directory`` (made absolute here).
+        Returns ``{"enabled", "directory"}``."""
+        params: Dict[str, Any] = {"enabled": enabled}
+        if directory is not None:
+            params["directory"] = os.path.abspath(os.fspath(directory))
+        _put(params, "bodies", bodies)
+        _put(params, "maxBodyBytes", max_body_bytes)
+        _put(params, "redact", redact)
+        return self._call("setLogging", params)
+
+    def get_logging(self) -> Dict[str, Any]:
+        """``getLogging`` -> ``{"enabled", "directory"}``."""
+        return self._call("getLogging")
+
+    # ------------------------------------------------------------------ internals
+    def _job_call(self, method: str, params: Dict[str, Any], on_progress: Optional[Callback],
+                  on_retrying: Optional[Callback], rpc_timeout: Optional[float]) -> Json:
+        # A job id made here lets the client route this job's notifications and cancel the
+        # job when the caller is interrupted (Ctrl-C, rpc_timeout, a callback raising).
+        params.setdefault("jobId", f"py-{uuid.uuid4().hex[:16]}")
+        if on_progress is not None or on_retrying is not None:
+            params.setdefault("progress", True)
+        return self._call(method, params, rpc_timeout=rpc_timeout, job_id=params.get("jobId"),
+                          on_progress=on_progress, on_retrying=on_retrying)
+
+    def _call(self, method: str, params: Any = None, *, rpc_timeout: Optional[float] = None,
+              job_id: Optional[str] = None, on_progress: Optional[Callback] = None,
+              on_retrying: Optional[Callback] = None) -> Json:
+        if threading.current_thread() is self._reader:
+            raise RuntimeError("fetchd_client: a call from on_notification (the reader thread) "
+                               "would wait forever; use notify() or another thread")
+        call = _Call(next(self._ids), job_id, on_progress, on_retrying)
+        with self._lock:
+            if self._closed_error is not None:
+                raise self._closed_error
+            self._calls[call.id] = call
+            if job_id is not None and (on_progress or on_retrying):
+                self._jobs[job_id] = call
+        msg: Dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": call.id}
+        if params is not None:
+            msg["params"] = params
+        try:
+            self._send(msg)
+            return self._wait(call, self.rpc_timeout if rpc_timeout is None else rpc_timeout)
+        finally:
+            with self._lock:
+                self._calls.pop(call.id, None)
+                if job_id is not None and self._jobs.get(job_id) is call:
+                    del self._jobs[job_id]
+
+    def _wait(self, call: _Call, rpc_timeout: Optional[float]) -> Json:
+        deadline = None if rpc_timeout is None else time.monotonic() + rpc_timeout
+        failure: Optional[BaseException] = None
+        try:
+            while True:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise Timeout(f"no answer within {rpc_timeout}s")
+                try:
+                    kind, item = call.queue.get(timeout=left)
+                except queue.Empty:
+                    continue
+                if kind == "answer":
+                    if failure is not None:
+                        raise failure
+                    if "error" in item:
+                        raise error_from_answer(item["error"])
+                    return item.get("result")
+                if kind == "closed":
+                    raise item
+                if failure is None:  # a notification for this call's job
+                    cb = call.on_progress if item.get("method") == "progress" else call.on_retrying
+                    if cb is not None:
+                        try:
+                            cb(item.get("params") or {})
+                        except BaseException as e:  # stop the job, then re-raise
+                            failure = e
+                            self._cancel_quietly(call.job_id)
+        except BaseException as e:
+            if e is not failure and not isinstance(e, (RPCError, ConnectionClosed)):
+                # Interrupted (Ctrl-C) or timed out here: do not leave the job running.
+                self._cancel_quietly(call.job_id)
+            raise
+
+    def _cancel_quietly(self, job_id: Optional[str]) -> None:
+        """Send cancel without waiting (its answer is dropped by the reader)."""
+        if job_id is None:
+            return
+        try:
+            self._send({"jsonrpc": "2.0", "method": "cancel", "params": {"jobId": job_id},
+                        "id": f"cancel-{next(self._ids)}"})
+        except FetchdError:
+            pass
+
+    def _send(self, msg: Dict[str, Any]) -> None:
+        data = _json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+        with self._send_lock:
+            if self._closed_error is not None:
+                raise self._closed_error
+            try:
+                self._sock.sendall(data)
+            except OSError as e:
+                raise ConnectionClosed(f"sending to fetchd failed: {e}") from e
+
+    # -- the reader thread
+    def _read_loop(self) -> None:
+        buf = bytearray()
+        scanned = 0
+        reason = "the daemon closed the connection"
+        try:
+            while True:
+                chunk = self._sock.recv(_READ_CHUNK)
+                if not chunk:
+                    break
+                buf += chunk
+                start = 0
+                while True:
+                    nl = buf.find(b"\n", max(start, scanned))
+                    if nl < 0:
+                        break
+                    line = bytes(buf[start:nl])
+                    start = nl + 1
+                    scanned = start
+                    if line.strip():
+                        self._dispatch_line(line)
+                if start:
+                    del buf[:start]
+                scanned = len(buf)
+        except OSError as e:
+            reason = f"reading from fetchd failed: {e}"
+        finally:
+            self._fail_all(reason)
+
+    def _dispatch_line(self, line: bytes) -> None:
+        try:
+            msg = _json.loads(line)
+        except ValueError:
+            log.warning("fetchd_client: ignoring a line that is not JSON: %r", line[:200])
+            return
+        for m in msg if isinstance(msg, list) else [msg]:
+            if not isinstance(m, dict):
+                continue
+            if "method" in m and "id" not in m:
+                self._dispatch_notification(m)
+            else:
+                self._dispatch_answer(m)
+
+    def _dispatch_answer(self, m: Dict[str, Any]) -> None:
+        req_id = m.get("id")
+        with self._lock:
+            call = self._calls.get(req_id) if isinstance(req_id, int) else None
+            if call is None and req_id is None and len(self._calls) == 1:
+                # An error the daemon could not tie to an id (-32700, -32006): with a single
+                # call outstanding it can only be that one's.
+                call = next(iter(self._calls.values()))
+        if call is not None:
+            call.queue.put(("answer", m))
+        elif req_id is None:
+            log.warning("fetchd_client: unmatched answer: %s", _json.dumps(m)[:300])
+
+    def _dispatch_notification(self, m: Dict[str, Any]) -> None:
+        params = m.get("params")
+        job_id = params.get("jobId") if isinstance(params, dict) else None
+        with self._lock:
+            call = self._jobs.get(job_id) if isinstance(job_id, str) else None
+        if call is not None:
+            call.queue.put(("note", m))
+        elif self.on_notification is not None:
+            try:
+                self.on_notification(m)
+            except Exception:
+                log.exception("fetchd_client: on_notification raised")
+
+    def _fail_all(self, reason: str) -> None:
+        with self._lock:
+            if self._closed_error is None:
+                self._closed_error = ConnectionClosed(reason)
+            err = self._closed_error
+            calls = list(self._calls.values())
+        for call in calls:
+            call.queue.put(("closed", ConnectionClosed(err.message)))
+
+
+# ---------------------------------------------------------------------- request building
+_MODEL_KEYS = ("method", "headers", "query", "json", "form", "body", "body_base64", "body_file",
+               "timeout", "connect_timeout", "retry", "max_redirects", "cookie_jar", "priority",
+               "progress", "job_id", "detach", "comment")
+
+
+def _model_options(options: Dict[str, Any]) -> Dict[str, Any]:
+    known = {k: options.pop(k) for k in list(options) if k in _MODEL_KEYS}
+    known["extra"] = options
+    return known
+
+
+def _put(params: Dict[str, Any], key: str, value: Any) -> None:
+    if value is not None and value is not UNSET:
+        params[key] = value
+
+
+def _request_model(url: str, *, method: Optional[str] = None, headers: Any = None,
+                   query: Any = None, json: Json = UNSET, form: Any = None, body: Any = None,
+                   body_base64: Optional[str] = None, body_file: Optional[PathLike] = None,
+                   timeout: Optional[float] = None, connect_timeout: Optional[float] = None,
+                   retry: Any = None, max_redirects: Optional[int] = None, cookie_jar: Any = None,
+                   priority: Optional[int] = None, progress: Optional[bool] = None,
+                   job_id: Optional[str] = None, detach: Optional[bool] = None,
+                   comment: Optional[str] = None,
+                   extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    p: Dict[str, Any] = {"url": url}
+    _put(p, "method", method)
+    _put(p, "headers", dict(headers) if headers is not None else None)
+    _put(p, "query", dict(query) if query is not None else None)
+    if json is not UNSET:
+        p["json"] = json
+    _put(p, "form", dict(form) if form is not None else None)
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        p["bodyBase64"] = base64.b64encode(bytes(body)).decode("ascii")
+    else:
+        _put(p, "body", body)
+    _put(p, "bodyBase64", body_base64)
+    if body_file is not None:
+        p["bodyFile"] = os.path.abspath(os.fspath(body_file))
+    _put(p, "timeout", timeout)
+    _put(p, "connectTimeout", connect_timeout)
+    _put(p, "retry", retry)
+    _put(p, "maxRedirects", max_redirects)
+    _put(p, "cookieJar", cookie_jar)
+    _put(p, "priority", priority)
+    _put(p, "progress", progress)
+    _put(p, "jobId", job_id)
+    _put(p, "detach", detach)
+    _put(p, "comment", comment)
+    for k, v in (extra or {}).items():
+        if v is not UNSET:
+            p[_camel(k)] = v
+    return p
+
+
+def _file_spec(f: Union[PathLike, Mapping[str, Any]]) -> Dict[str, Any]:
+    if not isinstance(f, Mapping):
+        return {"path": os.path.abspath(os.fspath(f))}
+    spec: Dict[str, Any] = {}
+    for k, v in f.items():
+        if v is None:
+            continue
+        key = _camel(k)
+        if key == "path":
+            v = os.path.abspath(os.fspath(v))
+        elif key == "content" and isinstance(v, (bytes, bytearray, memoryview)):
+            key, v = "contentBase64", base64.b64encode(bytes(v)).decode("ascii")
+        spec[key] = v
+    return spec

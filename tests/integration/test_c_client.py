@@ -1,0 +1,116 @@
+"""The C client (clients/c, libfetchd): builds it with -Wall -Wextra -Werror, then runs its
+test program (clients/c/tests/test_fetchd.c) against the real daemon under valgrind (no leaks,
+no memory errors) and built with AddressSanitizer; checks the example program and that the
+installed shared library and pkg-config file work."""
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from harness import REPO, Daemon, closed_port, servers
+
+CDIR = os.path.join(REPO, "clients", "c")
+
+
+def _have_toolchain():
+    return (shutil.which("cc") and shutil.which("make") and shutil.which("pkg-config")
+            and subprocess.run(["pkg-config", "--exists", "jansson"]).returncode == 0)
+
+
+def _make(*args, env=None):
+    r = subprocess.run(["make", "-C", CDIR, *args], capture_output=True, text=True, env=env,
+                       timeout=300)
+    if r.returncode != 0:
+        raise AssertionError(f"make {' '.join(args)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return r
+
+
+@unittest.skipUnless(_have_toolchain(), "needs cc, make, pkg-config and libjansson-dev")
+class TestCClient(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = servers()
+        cls.build = tempfile.mkdtemp(prefix="fetchd-cclient-")
+        _make(f"O={cls.build}", "all", "test-program")
+        cls.daemon = Daemon().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.close()
+        shutil.rmtree(cls.build, ignore_errors=True)
+
+    def run_program(self, argv, timeout=300, env=None):
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+        return r
+
+    def c_args(self):
+        tmp = tempfile.mkdtemp(dir=self.daemon.tmpdir)
+        return [self.daemon.socket_path, self.srv.test_url, str(closed_port()), tmp]
+
+    def assert_passed(self, r, what):
+        out = r.stdout + r.stderr
+        self.assertEqual(r.returncode, 0, f"{what} failed (exit {r.returncode}):\n{out[-6000:]}")
+        self.assertIn(", 0 failed", r.stdout, out[-3000:])
+        print(f"\n  {what}: {r.stdout.strip().splitlines()[-1]}", end=" ... ", flush=True)
+
+    @unittest.skipUnless(shutil.which("valgrind"), "valgrind is not installed")
+    def test_library_under_valgrind_without_leaks(self):
+        r = self.run_program(["valgrind", "--leak-check=full", "--show-leak-kinds=definite,indirect,possible",
+                              "--errors-for-leak-kinds=definite,indirect,possible", "--error-exitcode=1",
+                              os.path.join(self.build, "tests", "test_fetchd"), *self.c_args()])
+        self.assert_passed(r, "test_fetchd under valgrind")
+        self.assertIn("ERROR SUMMARY: 0 errors", r.stderr, r.stderr[-3000:])
+        self.assertIn("All heap blocks were freed", r.stderr, r.stderr[-3000:])
+
+    def test_library_with_address_sanitizer(self):
+        asan = tempfile.mkdtemp(prefix="fetchd-cclient-asan-")
+        try:
+            _make(f"O={asan}", "SANITIZE=address", "test-program")
+            env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=1")
+            r = self.run_program([os.path.join(asan, "tests", "test_fetchd"), *self.c_args()], env=env)
+            self.assert_passed(r, "test_fetchd with ASan")
+            self.assertNotIn("AddressSanitizer", r.stderr)
+            self.assertNotIn("LeakSanitizer", r.stderr)
+        finally:
+            shutil.rmtree(asan, ignore_errors=True)
+
+    def test_example_prints_status_and_body(self):
+        r = self.run_program([os.path.join(self.build, "example"), self.srv.test_url + "/json",
+                              self.daemon.socket_path], timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, 'status: 200\n{"hello": "world", "n": [1, 2, 3]}')
+        r = self.run_program([os.path.join(self.build, "example"), f"http://127.0.0.1:{closed_port()}/",
+                              self.daemon.socket_path], timeout=60)
+        self.assertEqual(r.returncode, 4)
+        self.assertIn("-32001", r.stderr)
+        env = dict(os.environ, FETCHD_SOCKET=self.daemon.socket_path)
+        r = self.run_program([os.path.join(self.build, "example"), self.srv.test_url + "/status/404"],
+                             timeout=30, env=env)
+        self.assertEqual((r.returncode, r.stdout), (0, "status: 404\nstatus 404"))
+        r = self.run_program([os.path.join(self.build, "example"), self.srv.test_url,
+                              os.path.join(self.daemon.tmpdir, "none.sock")], timeout=30)
+        self.assertEqual(r.returncode, 3)
+
+    def test_installed_shared_library_and_pkg_config(self):
+        prefix = tempfile.mkdtemp(prefix="fetchd-cclient-prefix-")
+        try:
+            _make(f"O={self.build}", f"PREFIX={prefix}", "install")
+            env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
+            flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fetchd"], env=env,
+                                   capture_output=True, text=True, check=True).stdout.split()
+            exe = os.path.join(prefix, "example-shared")
+            subprocess.run(["cc", "-Wall", "-Wextra", "-Werror", "-o", exe,
+                            os.path.join(CDIR, "example.c"), *flags, f"-Wl,-rpath,{prefix}/lib"],
+                           check=True, capture_output=True, text=True)
+            ldd = subprocess.run(["ldd", exe], capture_output=True, text=True).stdout
+            self.assertIn(os.path.join(prefix, "lib", "libfetchd.so.0"), ldd)
+            r = self.run_program([exe, self.srv.test_url + "/json", self.daemon.socket_path], timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(r.stdout.startswith("status: 200\n"), r.stdout)
+        finally:
+            shutil.rmtree(prefix, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()

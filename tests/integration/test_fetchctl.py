@@ -1,0 +1,334 @@
+"""clients/fetchctl, the bash client, against the real daemon (issues 2 and 3):
+byte-exact bodies, curl-style options reaching the server as sent, exit codes, Ctrl-C cancel."""
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+from harness import REPO, Daemon, DaemonTestCase, big_bin, header_values, wait_for, INDEX_HTML, SMALL_TXT
+
+FETCHCTL = os.path.join(REPO, "clients", "fetchctl")
+
+
+class FetchctlCase(DaemonTestCase):
+    def ctl(self, *args, socket_path=None, env=None, timeout=30, stdin=subprocess.DEVNULL):
+        """Run fetchctl with --socket; returns CompletedProcess with bytes stdout/stderr."""
+        e = dict(os.environ)
+        e.pop("FETCHD_SOCKET", None)
+        if env:
+            e.update(env)
+        sock = self.daemon.socket_path if socket_path is None else socket_path
+        cmd = [FETCHCTL] + (["--socket", sock] if sock else []) + list(args)
+        try:
+            return subprocess.run(cmd, capture_output=True, timeout=timeout, env=e, stdin=stdin)
+        except subprocess.TimeoutExpired:
+            self.fail(f"fetchctl {' '.join(args)} did not finish within {timeout}s")
+
+    def ok(self, *args, **kw):
+        r = self.ctl(*args, **kw)
+        self.assertEqual(r.returncode, 0, f"fetchctl {args}: exit {r.returncode}, stderr: {r.stderr!r}")
+        return r
+
+    def echo(self, *args):
+        r = self.ok("fetch", self.srv.test_url + "/echo", *args)
+        return json.loads(r.stdout)
+
+
+class TestFetchctlBody(FetchctlCase):
+    def test_text_body_byte_exact(self):
+        for name, want in (("index.html", INDEX_HTML.encode()), ("small.txt", SMALL_TXT.encode())):
+            r = self.ok("fetch", f"{self.srv.nginx_url}/{name}")
+            self.assertEqual(r.stdout, want, name)
+            self.assertEqual(r.stderr, b"")
+
+    def test_binary_body_byte_exact(self):
+        r = self.ok("fetch", self.srv.nginx_url + "/big.bin")
+        self.assertEqual(len(r.stdout), len(big_bin()))
+        self.assertTrue(r.stdout == big_bin(), "big.bin differs")
+
+    def test_no_trailing_newline_added(self):
+        r = self.ok("fetch", self.srv.test_url + "/bytes/7")
+        self.assertEqual(len(r.stdout), 7)
+
+    def test_output_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            for name, want in (("big.bin", big_bin()), ("small.txt", SMALL_TXT.encode())):
+                out = os.path.join(d, name)
+                r = self.ok("fetch", f"{self.srv.nginx_url}/{name}", "-o", out)
+                self.assertEqual(r.stdout, b"")
+                with open(out, "rb") as f:
+                    self.assertTrue(f.read() == want, name)
+
+    def test_json_result_shape(self):
+        r = self.ok("fetch", self.srv.nginx_url + "/small.txt", "--json-result")
+        res = json.loads(r.stdout)
+        for k in ("jobId", "status", "url", "headers", "bytes", "attempts", "redirects", "elapsedMs"):
+            self.assertIn(k, res, res)
+        self.assertEqual(res["status"], 200)
+        self.assertEqual(res.get("body"), SMALL_TXT, res)
+        self.assertEqual(res["bytes"], len(SMALL_TXT))
+        self.assertTrue(res["jobId"].startswith("fetchctl-"), res)
+
+    def test_http_error_without_fail_prints_body(self):
+        r = self.ctl("fetch", self.srv.test_url + "/status/404")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_fail_exit_22(self):
+        r = self.ctl("fetch", self.srv.test_url + "/status/404", "--fail")
+        self.assertEqual(r.returncode, 22, r.stderr)
+        self.assertEqual(r.stdout, b"")
+        self.assertIn(b"fetchctl: HTTP 404", r.stderr)
+        r = self.ctl("fetch", self.srv.test_url + "/status/503", "--fail", "--retry", "0")
+        self.assertEqual(r.returncode, 22, r.stderr)
+        r = self.ctl("fetch", self.srv.test_url + "/status/200", "--fail")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class TestFetchctlRequest(FetchctlCase):
+    def test_method_header_data(self):
+        e = self.echo("-X", "PUT", "-H", "X-One: a b", "-H", "X-Two:c", "-d", "hello world")
+        self.assertEqual(e["method"], "PUT")
+        self.assertEqual(header_values(e, "X-One"), ["a b"])
+        self.assertEqual(header_values(e, "X-Two"), ["c"])
+        self.assertEqual(e["body"], "hello world")
+
+    def test_data_defaults_to_post_and_joins(self):
+        e = self.echo("-d", "a=1", "-d", "b=2")
+        self.assertEqual(e["method"], "POST")
+        self.assertEqual(e["body"], "a=1&b=2")
+
+    def test_data_from_file(self):
+        with tempfile.NamedTemporaryFile("wb", suffix=".txt", delete=False) as f:
+            f.write(b"line one\nline two\n")
+        try:
+            e = self.echo("-d", "@" + f.name)
+            self.assertEqual(e["body"], "line oneline two")  # curl strips newlines from -d @FILE
+            e = self.echo("--data-binary", "@" + f.name)  # exact, streamed by the daemon
+            self.assertEqual(e["body"], "line one\nline two\n")
+        finally:
+            os.unlink(f.name)
+
+    def test_data_binary_relative_path(self):
+        with tempfile.TemporaryDirectory() as d:
+            data = bytes(range(256)) * 4
+            with open(os.path.join(d, "blob.bin"), "wb") as f:
+                f.write(data)
+            r = subprocess.run([FETCHCTL, "--socket", self.daemon.socket_path, "fetch",
+                                self.srv.test_url + "/echo", "--data-binary", "@blob.bin"],
+                               capture_output=True, cwd=d, timeout=30, stdin=subprocess.DEVNULL)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            e = json.loads(r.stdout)
+            self.assertEqual(e["bodyLength"], len(data))
+            import base64
+            self.assertEqual(base64.b64decode(e["bodyBase64"]), data)
+
+    def test_json_body(self):
+        e = self.echo("--json", '{"a": [1, 2, {"b": "\u00e9"}]}')
+        self.assertEqual(e["method"], "POST")
+        self.assertEqual(json.loads(e["body"]), {"a": [1, 2, {"b": "\u00e9"}]})
+        self.assertTrue(header_values(e, "Content-Type")[0].startswith("application/json"), e["headers"])
+
+    def test_get_moves_data_to_query(self):
+        e = self.echo("-G", "-d", "a=1", "--data-urlencode", "q=x y&z")
+        self.assertEqual(e["method"], "GET")
+        self.assertEqual(e["query"], "a=1&q=x%20y%26z")
+
+    def test_special_characters_are_not_pasted(self):
+        tricky = 'quote " backslash \\ newline\n tab\t brace } $(id) `id`'
+        e = self.echo("-d", tricky, "-H", 'X-Tricky: a"b\\c')
+        self.assertEqual(e["body"], tricky)
+        self.assertEqual(header_values(e, "X-Tricky"), ['a"b\\c'])
+
+    def test_comment_and_job_id_reach_the_daemon(self):
+        r = self.ok("fetch", self.srv.test_url + "/bytes/3", "--job-id", "my-job-1", "--comment", "hi",
+                    "--json-result")
+        self.assertEqual(json.loads(r.stdout)["jobId"], "my-job-1")
+
+
+class TestFetchctlCommands(FetchctlCase):
+    def test_status(self):
+        r = self.ok("status")
+        self.assertIn(b"fetchd", r.stdout)
+        self.assertIn(str(self.daemon.pid).encode(), r.stdout)
+        r = self.ok("status", "--json")
+        st = json.loads(r.stdout)
+        self.assertEqual(st["pid"], self.daemon.pid)
+        self.assertIn("jobs", st)
+
+    def test_ping(self):
+        self.assertEqual(self.ok("ping").stdout, b"pong\n")
+
+    def test_call(self):
+        self.assertEqual(json.loads(self.ok("call", "ping").stdout), "pong")
+        st = json.loads(self.ok("call", "getStatus", "{}").stdout)
+        self.assertEqual(st["pid"], self.daemon.pid)
+        res = json.loads(self.ok("call", "fetch", json.dumps({"url": self.srv.nginx_url + "/small.txt"})).stdout)
+        self.assertEqual(res["body"], SMALL_TXT)
+
+    def test_call_error_exit_4(self):
+        r = self.ctl("call", "noSuchMethod")
+        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertIn(b"(code -32601)", r.stderr)
+        r = self.ctl("call", "fetch", '{"url": "http://127.0.0.1/", "bogusField": 1}')
+        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertIn(b"(code -32602)", r.stderr)
+        self.assertIn(b"bogusField", r.stderr)
+
+    def test_jobs(self):
+        r = self.ok("jobs", "--json")
+        self.assertIn("jobs", json.loads(r.stdout))
+        self.ok("jobs")
+
+    def test_cancel_unknown_job(self):
+        r = self.ctl("cancel", "no-such-job")
+        self.assertEqual(r.returncode, 1, r.stderr)
+
+
+class TestFetchctlErrors(FetchctlCase):
+    def test_not_allowed_scheme_exit_4(self):
+        r = self.ctl("fetch", "ftp://127.0.0.1/x")
+        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertEqual(r.stdout, b"")
+        self.assertIn(b"(code -32004)", r.stderr)
+        self.assertTrue(r.stderr.startswith(b"fetchctl: "), r.stderr)
+
+    def test_transport_error_shows_kind(self):
+        from harness import closed_port
+        r = self.ctl("fetch", f"http://127.0.0.1:{closed_port()}/", "--retry", "0")
+        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertIn(b"(code -32001)", r.stderr)
+        self.assertIn(b"connect", r.stderr)
+
+    def test_usage_errors_exit_2(self):
+        for args in (["fetch"], ["fetch", "http://a/", "--json", "{not json"], ["nosuchcommand"],
+                     ["fetch", "http://a/", "--no-such-option"], ["fetch", "http://a/", "-H", "no colon"],
+                     ["fetch", "http://a/", "--timeout", "soon"], ["call"], ["call", "ping", "{bad"],
+                     ["fetch", "http://a/", "-d", "x", "--json", "{}"], ["cancel"], []):
+            r = self.ctl(*args)
+            self.assertEqual(r.returncode, 2, f"{args}: {r.stderr!r}")
+            self.assertTrue(r.stderr.startswith(b"fetchctl: "), f"{args}: {r.stderr!r}")
+        self.assertAlive()
+
+    def test_help_and_version(self):
+        r = self.ctl("--help", socket_path="")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn(b"fetch URL", r.stdout)
+        r = self.ctl("--version", socket_path="")
+        self.assertEqual(r.returncode, 0)
+        self.assertTrue(r.stdout.startswith(b"fetchctl "), r.stdout)
+
+    def test_no_daemon_exit_3(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "none.sock")
+            for args in (["status"], ["fetch", self.srv.nginx_url + "/small.txt"], ["call", "ping"]):
+                r = self.ctl(*args, socket_path=path)
+                self.assertEqual(r.returncode, 3, r.stderr)
+                self.assertEqual(r.stdout, b"")
+                self.assertEqual(r.stderr.decode(),
+                                 f"fetchctl: cannot reach fetchd at {path}: is it running? "
+                                 f"(start it with 'make run')\n")
+
+    def test_stale_socket_exit_3(self):
+        import socket
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "stale.sock")
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(path)
+            s.close()  # a socket file nobody listens on
+            r = self.ctl("ping", socket_path=path)
+            self.assertEqual(r.returncode, 3, r.stderr)
+            self.assertIn(b"cannot reach fetchd at", r.stderr)
+
+
+class TestFetchctlSocketPath(FetchctlCase):
+    def test_env_rules(self):
+        # $FETCHD_SOCKET is used without --socket
+        r = self.ctl("ping", socket_path="", env={"FETCHD_SOCKET": self.daemon.socket_path})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # --socket wins over $FETCHD_SOCKET
+        r = self.ctl("ping", env={"FETCHD_SOCKET": "/nonexistent/x.sock"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # $XDG_RUNTIME_DIR/fetchd.sock, then /tmp/fetchd-<uid>.sock
+        with tempfile.TemporaryDirectory() as d:
+            r = self.ctl("ping", socket_path="", env={"FETCHD_SOCKET": "", "XDG_RUNTIME_DIR": d})
+            self.assertEqual(r.returncode, 3)
+            self.assertIn(os.path.join(d, "fetchd.sock").encode(), r.stderr)
+            os.symlink(self.daemon.socket_path, os.path.join(d, "fetchd.sock"))
+            r = self.ctl("ping", socket_path="", env={"FETCHD_SOCKET": "", "XDG_RUNTIME_DIR": d})
+            self.assertEqual(r.returncode, 0, r.stderr)
+        env = {k: "" for k in ("FETCHD_SOCKET", "XDG_RUNTIME_DIR")}
+        r = self.ctl("ping", socket_path="", env=env)
+        if r.returncode == 3:
+            self.assertIn(f"/tmp/fetchd-{os.getuid()}.sock".encode(), r.stderr)
+
+
+class TestFetchctlProgressAndCancel(FetchctlCase):
+    def cancel_supported(self):
+        with self.daemon.client() as c:
+            from harness import RPCError
+            try:
+                c.call("cancel", {"jobId": "fetchctl-probe-none"})
+            except RPCError as e:
+                if e.code == -32601:
+                    return False
+        return True
+
+    def test_progress_bar_on_stderr(self):
+        r = self.ok("fetch", self.srv.test_url + "/slow-body?chunks=5&ms=50", "--progress")
+        self.assertEqual(len(r.stdout), 5)
+        self.assertIn(b"100%", r.stderr)
+        self.assertIn(b"\r", r.stderr)
+
+    def test_ctrl_c_cancels_the_job(self):
+        if not self.cancel_supported():
+            self.skipTest("the daemon does not implement cancel yet (-32601)")
+        job = f"ctl-cancel-{os.getpid()}"
+        p = subprocess.Popen([FETCHCTL, "--socket", self.daemon.socket_path, "fetch",
+                              self.srv.test_url + "/slow-body?chunks=100&ms=100", "--job-id", job],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            with self.daemon.client() as c:
+                wait_for(lambda: any(j.get("jobId") == job and j.get("state") == "running"
+                                     for j in c.call("listJobs", {})["jobs"]),
+                         timeout=10, message="the fetch never showed up running in listJobs")
+                t0 = time.monotonic()
+                p.send_signal(signal.SIGINT)
+                out, err = p.communicate(timeout=10)
+                self.assertEqual(p.returncode, 5, err)
+                self.assertLess(time.monotonic() - t0, 4.0)
+                self.assertEqual(out, b"")
+                self.assertIn(b"cancel", err)
+                wait_for(lambda: not any(j.get("jobId") == job for j in c.call("listJobs", {})["jobs"]),
+                         timeout=5, message="the job is still listed after Ctrl-C")
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def test_cancel_command(self):
+        if not self.cancel_supported():
+            self.skipTest("the daemon does not implement cancel yet (-32601)")
+        job = f"ctl-cancel-cmd-{os.getpid()}"
+        p = subprocess.Popen([FETCHCTL, "--socket", self.daemon.socket_path, "fetch",
+                              self.srv.test_url + "/slow-body?chunks=100&ms=100", "--job-id", job],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            with self.daemon.client() as c:
+                wait_for(lambda: any(j.get("jobId") == job for j in c.call("listJobs", {})["jobs"]),
+                         timeout=10, message="the fetch never showed up in listJobs")
+            r = self.ok("cancel", job)
+            self.assertIn(job.encode(), r.stdout)
+            out, err = p.communicate(timeout=10)
+            self.assertEqual(p.returncode, 5, err)
+            self.assertIn(b"cancelled by cancel", err)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+if __name__ == "__main__":
+    unittest.main()
