@@ -42,6 +42,12 @@ public final class HostAdmission: Sendable {
         pump()
     }
 
+    /// Starts the request now if its host allows it without waiting (no callback then).
+    public func startNow(_ ticket: HostScheduler.Ticket) -> Bool {
+        let now = self.now
+        return state.withLock { $0.scheduler.startNow(ticket, now: now) }
+    }
+
     /// Takes a waiting request out of the queue; its callback gets `error`. False when it
     /// was not waiting.
     @discardableResult

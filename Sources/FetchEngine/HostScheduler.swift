@@ -103,6 +103,24 @@ public struct HostScheduler: Sendable {
         queuedCount += 1
     }
 
+    /// Starts a request at once when its host has nobody waiting and room now: the common
+    /// case, which then needs no queueing and no wake-up. False: enqueue it instead.
+    public mutating func startNow(_ ticket: Ticket, now: Double) -> Bool {
+        let limit = self.limit(for: ticket.host)
+        if let state = hosts[ticket.host] {
+            guard state.waiting.isEmpty, canStart(state, limit: limit, now: now) else { return false }
+        } else if limit.maxConcurrent == 0 {
+            return false
+        }
+        var state = hosts.removeValue(forKey: ticket.host) ?? HostState()
+        state.running += 1
+        if let rps = limit.requestsPerSecond, rps > 0 {
+            state.theoreticalArrival = max(state.theoreticalArrival, now) + 1 / rps
+        }
+        hosts[ticket.host] = state
+        return true
+    }
+
     /// Removes a waiting request. False when it was not waiting (already admitted or unknown).
     @discardableResult
     public mutating func cancel(ticketID: UInt64, host: HostKey) -> Bool {

@@ -7,7 +7,8 @@
 public struct ParamReader {
     public let object: JSONObject
     public let path: String
-    private var read: Set<String> = []
+    /// Keys read so far: a short array beats hashing every key into a set.
+    private var read: [String] = []
 
     public init(_ params: JSONValue?, path: String = "") throws(RPCError) {
         self.path = path
@@ -32,7 +33,7 @@ public struct ParamReader {
 
     /// The raw value of a field (nil when absent); marks it as read.
     public mutating func value(_ key: String) -> JSONValue? {
-        read.insert(key)
+        read.append(key)
         return object[key]
     }
 

@@ -101,12 +101,11 @@ final class Job: Sendable {
     /// Runs one attempt: waits for its host's turn (limits shared by every client), then
     /// performs it on the engine, unless the job was cancelled first.
     func attempt(
-        _ request: HTTPRequest, priority: Int, on services: JobServices,
+        _ request: HTTPRequest, host: HostKey, priority: Int, on services: JobServices,
         onProgress: (@Sendable (TransferProgress) -> Void)?
     ) async throws -> HTTPResponse {
         var request = request
         request.recordsExchange = services.httpLog.isEnabled
-        let host = (try? RequestURL(request.url)).map(HostKey.init) ?? HostKey(scheme: "http", name: "unknown", port: 0)
         try await waitForHost(HostScheduler.Ticket(id: transferID, host: host, priority: priority), services: services)
         // From here this attempt holds one of the host's slots until it ends.
         let observe: @Sendable (TransferProgress) -> Void = { [self] progress in
@@ -114,7 +113,7 @@ final class Job: Sendable {
             onProgress?(progress)
         }
         let startedAt = Date()
-        let outcome: Result<HTTPResponse, TransferError> = try await withCheckedThrowingContinuation { continuation in
+        let outcome: Result<HTTPResponse, TransferError> = try await withUnsafeThrowingContinuation { continuation in
             let refusal = mutable.withLock { m -> (any Error)? in
                 if let by = m.cancelledBy { return JobCancelled(jobID: id, by: by) }
                 do {
@@ -149,6 +148,12 @@ final class Job: Sendable {
 
     /// Queues behind the host's limits; a cancel takes the job out of the queue.
     private func waitForHost(_ ticket: HostScheduler.Ticket, services: JobServices) async throws {
+        // Most requests find their host free: start without suspending.
+        let startedAtOnce = try mutable.withLock { m throws -> Bool in
+            if let by = m.cancelledBy { throw JobCancelled(jobID: id, by: by) }
+            return services.admission.startNow(ticket)
+        }
+        if startedAtOnce { return }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             let refusal = mutable.withLock { m -> (any Error)? in
                 if let by = m.cancelledBy { return JobCancelled(jobID: id, by: by) }

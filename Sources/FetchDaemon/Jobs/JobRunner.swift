@@ -75,6 +75,7 @@ struct JobRunner: Sendable {
               let seconds = RetryAfter.seconds(from: retryAfter, now: Date()), seconds > 0,
               let parsed = try? RequestURL(url) else { return }
         services.admission.pause(HostKey(parsed), seconds: min(seconds, policy.maxInterval))
+        services.log.info("pausing \(HostKey(parsed)) for \(min(seconds, policy.maxInterval)) s: status \(status) with Retry-After")
     }
 
     /// Tells the client about a wait before another attempt (when it asked for progress).
@@ -102,7 +103,7 @@ struct JobRunner: Sendable {
             var response: HTTPResponse? = nil
             do {
                 let request = try await prepare()
-                let answer = try await job.attempt(request, priority: model.priority, on: services, onProgress: onProgress)
+                let answer = try await job.attempt(request, host: HostKey(model.url), priority: model.priority, on: services, onProgress: onProgress)
                 response = answer
                 let retryAfter = answer.headers.last(named: "Retry-After")
                 outcome = .status(answer.status, retryAfter: retryAfter)

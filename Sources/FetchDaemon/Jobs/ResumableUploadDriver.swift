@@ -27,7 +27,7 @@ struct ResumableUploadDriver: Sendable {
 
             var start = base
             start.headers += session.startHeaders()
-            let started = try await job.attempt(start, priority: model.priority, on: runner.services, onProgress: onProgress)
+            let started = try await job.attempt(start, host: HostKey(model.url), priority: model.priority, on: runner.services, onProgress: onProgress)
             do {
                 try session.started(status: started.status, headers: started.headers)
             } catch {
@@ -46,7 +46,9 @@ struct ResumableUploadDriver: Sendable {
                     }
                     var failedWith: RetryPolicy.Outcome? = nil
                     do {
-                        let answer = try await job.attempt(request, priority: model.priority, on: runner.services, onProgress: onProgress)
+                        // The upload URL may name another host: its limits apply.
+                        let host = (try? RequestURL(request.url)).map(HostKey.init) ?? HostKey(model.url)
+                        let answer = try await job.attempt(request, host: host, priority: model.priority, on: runner.services, onProgress: onProgress)
                         last = answer
                         try session.answered(status: answer.status, headers: answer.headers)
                         if !(200...299).contains(answer.status) && session.next != .finished {
