@@ -4,9 +4,10 @@
     python3 bench/queue_admission.py [--jobs N] [--bin PATH]
 
 Starts nginx (tests/support/nginx.py) serving a 2-byte file and a fresh fetchd on a temporary
-socket. Phase 1 ("enqueue"): the host's maxConcurrent is set to 0, so every job waits, and
-one connection sends N fetches; it ends once getRateLimits shows all N queued. Phase 2
-("drain"): maxConcurrent goes to 1, and the jobs start one by one until all N are answered.
+socket. Phase 1 ("enqueue"): the host gets a rate of one request per million seconds and its
+one token is spent, so every job waits, and one connection sends N fetches; it ends once
+getRateLimits shows all N queued. Phase 2 ("drain"): the rate is lifted and maxConcurrent set
+to 1, and the jobs start one by one until all N are answered.
 
 The report shows:
   - daemon RSS (VmRSS, and the peak VmHWM from /proc/<pid>/status) before, with N queued,
@@ -133,7 +134,9 @@ def main():
         # Warm up: a few requests through the daemon (libcurl, first allocations).
         for _ in range(20):
             ctl.call("fetch", {"url": url, "retry": False, "responseBody": "none", "cookieJar": False})
-        ctl.call("setRateLimit", {"host": host, "maxConcurrent": 0})
+        # Hold the host: a rate that refills once in 11 days, and its one token spent now.
+        ctl.call("setRateLimit", {"host": host, "requestsPerSecond": 0.000001, "burst": 1})
+        ctl.call("fetch", {"url": url, "retry": False, "responseBody": "none", "cookieJar": False})
         mem0 = memory_kib(pid)
 
         # Phase 1: enqueue N jobs behind a host that takes none.
@@ -149,7 +152,7 @@ def main():
         mem1 = memory_kib(pid)
 
         # Phase 2: one at a time.
-        ctl.call("setRateLimit", {"host": host, "maxConcurrent": 1})
+        ctl.call("setRateLimit", {"host": host, "maxConcurrent": 1, "requestsPerSecond": None})
         answered = failed = 0
         for m in jobs.lines():
             if "id" in m and "method" not in m:
