@@ -5,7 +5,7 @@ SHELL := /bin/bash
 SWIFT ?= swift
 # Debian packages the build, the tests and the shell client need.
 APT_PACKAGES_FOR_LIBS := libcurl:libcurl4-openssl-dev jansson:libjansson-dev
-APT_PACKAGES_FOR_CMDS := pkg-config:pkg-config jq:jq socat:socat nginx:nginx python3:python3 curl:curl openssl:openssl
+APT_PACKAGES_FOR_CMDS := pkg-config:pkg-config jq:jq socat:socat nginx:nginx python3:python3 curl:curl openssl:openssl gcc:gcc valgrind:valgrind
 FETCHD_ARGS ?=
 
 .PHONY: deps build release run test unit-test integration-test clean
