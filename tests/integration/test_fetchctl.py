@@ -332,3 +332,42 @@ class TestFetchctlProgressAndCancel(FetchctlCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestFetchctlDownloadUpload(FetchctlCase):
+    def test_download_with_sha256_and_resume_flag(self):
+        import hashlib
+        want = big_bin()
+        digest = hashlib.sha256(want).hexdigest()
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "big.bin")
+            self.ok("download", self.srv.nginx_url + "/big.bin", "-o", out, "-C", "-", "--sha256", digest)
+            with open(out, "rb") as f:
+                self.assertTrue(f.read() == want, "downloaded file differs")
+            self.assertFalse(os.path.exists(out + ".part"))
+            # An existing file is refused without --overwrite (JSON-RPC error: exit 4).
+            r = self.ctl("download", self.srv.nginx_url + "/big.bin", "-o", out)
+            self.assertEqual(r.returncode, 4, r.stderr)
+            # A wrong digest leaves nothing behind.
+            bad = os.path.join(d, "bad.bin")
+            r = self.ctl("download", self.srv.nginx_url + "/big.bin", "-o", bad, "--sha256", "0" * 64)
+            self.assertEqual(r.returncode, 4, r.stderr)
+            self.assertFalse(os.path.exists(bad) or os.path.exists(bad + ".part"))
+
+    def test_continue_at_takes_only_dash(self):
+        r = self.ctl("download", self.srv.nginx_url + "/big.bin", "-o", "/tmp/x.bin", "-C", "100")
+        self.assertEqual(r.returncode, 2)
+
+    def test_upload_file_and_field(self):
+        import hashlib
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "report.json")
+            data = b'{"rows": [1, 2, 3]}'
+            with open(path, "wb") as f:
+                f.write(data)
+            r = self.ok("upload", self.srv.test_url + "/multipart-echo", "-F", f"file=@{path}", "-F", "title=Q3")
+            parts = {p["name"]: p for p in json.loads(r.stdout)["parts"]}
+            self.assertEqual(parts["file"]["filename"], "report.json")
+            self.assertEqual(parts["file"]["contentType"], "application/json")
+            self.assertEqual(parts["file"]["sha256"], hashlib.sha256(data).hexdigest())
+            self.assertEqual(parts["title"]["size"], 2)
