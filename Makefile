@@ -50,3 +50,31 @@ test: unit-test integration-test
 
 clean:
 	rm -rf .build
+
+# Benchmarks, not tests (`make test` never runs them): fetchd against curl, aria2 and a libcurl
+# multi floor on loopback; prints one table and writes bench/results/<timestamp>.json.
+# See docs/performance.md. BENCH_ARGS=--quick checks the harness in about a minute.
+BENCH_ARGS ?=
+.PHONY: bench bench-deps bench-profile bench-release
+
+bench-deps: deps
+	@missing=""; \
+	for pair in aria2c:aria2 gcc:gcc perf:linux-perf; do \
+	  command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make bench-deps: installing$$missing"; \
+	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# One release build at a time on this machine: the shared lock serialises them.
+bench-release: deps
+	flock /tmp/fetchd-build.lock $(SWIFT) build -c release
+
+bench: bench-deps bench-release
+	python3 bench/run.py $(BENCH_ARGS)
+
+# perf record -g on the release daemon under the small-GET c=64 load; prints the top of the report.
+bench-profile: bench-deps bench-release
+	python3 bench/run.py --profile $(BENCH_ARGS)

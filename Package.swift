@@ -26,8 +26,10 @@ let package = Package(
         ),
         // Linux calls Swift's Glibc module does not show (epoll, eventfd, SO_PEERCRED).
         .target(name: "CLinux"),
+        // SHA-256 on the CPU's SHA extensions, the fast path of FetchEngine's digest.
+        .target(name: "CDigest"),
         // HTTP: libcurl multi on one thread. Knows nothing of JSON or sockets.
-        .target(name: "FetchEngine", dependencies: ["CCurl", "CLinux"], swiftSettings: strict),
+        .target(name: "FetchEngine", dependencies: ["CCurl", "CLinux", "CDigest"], swiftSettings: strict),
         // JSON-RPC 2.0: JSON values, framing, dispatch. Knows nothing of HTTP.
         .target(name: "JSONRPC", dependencies: ["CJansson"], swiftSettings: strict),
         // The daemon joins them: socket server, one file per method, jobs, configuration.

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/xattr.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 
@@ -57,3 +58,7 @@ long fetchd_getxattr(const char *path, const char *name, char *value, unsigned l
 }
 int fetchd_fremovexattr(int fd, const char *name) { return fremovexattr(fd, name); }
 int fetchd_removexattr(const char *path, const char *name) { return removexattr(path, name); }
+
+int fetchd_start_writeback(int fd, long long offset, long long length) {
+    return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
+}

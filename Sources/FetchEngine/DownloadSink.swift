@@ -39,8 +39,13 @@ public struct DownloadOutcome: Sendable, Equatable {
 final class DownloadSink: @unchecked Sendable {
     let target: DownloadTarget
     private let fd: Int32
-    private var hasher: SHA256
+    /// Hashes on its own thread, in order, so the digest costs the transfer no time.
+    private let hasher: BackgroundHasher
     private var offset: Int64
+    /// Dirty pages are handed to the kernel's writeback every `writebackBytes`, so the
+    /// fsync before landing finds little left to write.
+    private var writebackFrom: Int64
+    static let writebackBytes: Int64 = 8 << 20
     private var decided = false
     private var toFile = false
     private(set) var resumed = false
@@ -50,8 +55,9 @@ final class DownloadSink: @unchecked Sendable {
         self.target = target
         fd = open(target.partPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw TransferFileError(path: target.partPath, detail: String(cString: strerror(errno))) }
-        hasher = target.hashOfExistingBytes
+        hasher = BackgroundHasher(target.hashOfExistingBytes)
         offset = target.resumeOffset
+        writebackFrom = offset
     }
 
     deinit { close(fd) }
@@ -77,6 +83,10 @@ final class DownloadSink: @unchecked Sendable {
             offset += Int64(n)
         }
         hasher.update(bytes)
+        if offset - writebackFrom >= Self.writebackBytes {
+            _ = fetchd_start_writeback(fd, writebackFrom, offset - writebackFrom)
+            writebackFrom = offset
+        }
         return true
     }
 
@@ -108,14 +118,15 @@ final class DownloadSink: @unchecked Sendable {
     private func restartFromZero() {
         ftruncate(fd, 0)
         offset = 0
-        hasher = SHA256()
+        writebackFrom = 0
+        hasher.reset(to: SHA256())
         resumed = false
     }
 
     /// At the end of a successful transfer.
     func finish(status: Int, headers: [HTTPHeader]) -> DownloadOutcome {
         if !decided { decide(status: status, headers: headers) }  // an empty body
-        var digest = hasher
+        var digest = hasher.result()
         return DownloadOutcome(fileBytes: offset, sha256: digest.finishHex(), resumed: resumed, wroteFile: toFile)
     }
 
@@ -124,5 +135,41 @@ final class DownloadSink: @unchecked Sendable {
         let parts = value.trimmingCharacters(in: .whitespaces).split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bytes", let dash = parts[1].firstIndex(of: "-") else { return nil }
         return Int64(parts[1][..<dash])
+    }
+}
+
+/// Runs SHA-256 updates on a serial queue of its own. Each piece is copied (a memcpy is far
+/// cheaper than hashing it); when more than `maxPendingBytes` wait, the caller waits for the
+/// queue, so memory stays bounded even if hashing falls behind.
+final class BackgroundHasher: @unchecked Sendable {
+    static let maxPendingBytes = 8 << 20
+    private let queue = DispatchQueue(label: "fetchd.sha256")
+    private var hasher: SHA256  // queue only
+    private let pending = Locked(0)
+
+    init(_ start: SHA256) {
+        hasher = start
+    }
+
+    func update(_ bytes: UnsafeRawBufferPointer) {
+        let copy = [UInt8](bytes)
+        let waiting = pending.withLock { p -> Int in
+            p += copy.count
+            return p
+        }
+        let work: @Sendable () -> Void = { [self] in
+            hasher.update(copy)
+            pending.withLock { $0 -= copy.count }
+        }
+        if waiting > Self.maxPendingBytes { queue.sync(execute: work) } else { queue.async(execute: work) }
+    }
+
+    func reset(to start: SHA256) {
+        queue.sync { hasher = start }
+    }
+
+    /// Waits for every queued piece, then returns the state.
+    func result() -> SHA256 {
+        queue.sync { hasher }
     }
 }

@@ -1,7 +1,13 @@
+internal import CDigest
+
 /// SHA-256 (FIPS 180-4), incremental. Written here because the toolchain has no digest on
 /// Linux and the project's C libraries are limited to libcurl and jansson; checked against
-/// the NIST vectors and sha256sum in the tests.
+/// the NIST vectors and sha256sum in the tests. Whole blocks go through the CPU's SHA
+/// extensions when it has them (CDigest: about 8x the portable code, which would otherwise
+/// cap downloads near 175 MB/s).
 public struct SHA256: Sendable {
+    static let hardware = fetchd_sha256_hw_available() != 0
+
     private var state: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) =
         (0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19)
     private var pending: [UInt8] = []
@@ -24,6 +30,15 @@ public struct SHA256: Sendable {
                 pending.withUnsafeBytes { compress($0.baseAddress!) }
                 pending.removeAll(keepingCapacity: true)
             }
+        }
+        if count >= 64 && Self.hardware {
+            let blocks = count / 64
+            withUnsafeMutableBytes(of: &state) { words in
+                fetchd_sha256_hw_blocks(words.baseAddress!.assumingMemoryBound(to: UInt32.self),
+                                        base.assumingMemoryBound(to: UInt8.self), blocks)
+            }
+            base += blocks * 64
+            count -= blocks * 64
         }
         while count >= 64 {
             compress(base)

@@ -33,3 +33,16 @@ final class SHA256Tests: XCTestCase {
         XCTAssertEqual(SHA256.hex(of: Array(repeating: 0x61, count: 64)), "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb")
     }
 }
+
+final class SHA256HardwarePathTests: XCTestCase {
+    /// Large updates take the hardware path when the CPU has it; odd offsets and sizes mix
+    /// both paths. The digest must not depend on how the bytes arrive.
+    func testLargeAndMisalignedUpdatesAgreeWithTheVector() {
+        let million = [UInt8](repeating: UInt8(ascii: "a"), count: 1_000_000)
+        var hasher = SHA256()
+        hasher.update(Array(million[0..<3]))          // leaves a partial block pending
+        hasher.update(Array(million[3..<700_001]))    // many whole blocks after it
+        hasher.update(Array(million[700_001...]))
+        XCTAssertEqual(hasher.finishHex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
+}

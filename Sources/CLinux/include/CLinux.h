@@ -16,5 +16,7 @@ int fetchd_fsetxattr(int fd, const char *name, const char *value, unsigned long 
 long fetchd_getxattr(const char *path, const char *name, char *value, unsigned long size);
 int fetchd_fremovexattr(int fd, const char *name);
 int fetchd_removexattr(const char *path, const char *name);
+/* Starts writeback of a file range without waiting (sync_file_range SYNC_FILE_RANGE_WRITE). */
+int fetchd_start_writeback(int fd, long long offset, long long length);
 extern const unsigned int FETCHD_EPOLLIN, FETCHD_EPOLLOUT, FETCHD_EPOLLRDHUP, FETCHD_EPOLLHUP, FETCHD_EPOLLERR;
 #endif

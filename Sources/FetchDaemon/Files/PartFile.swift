@@ -40,14 +40,16 @@ struct PartFile: Sendable {
         return hasher
     }
 
-    /// fsync, then move to the final name: rename when replacing is allowed, otherwise a
-    /// hard link that fails if something appeared there meanwhile.
-    func land(overwrite: Bool) throws {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw TransferFileError(path: path, detail: String(cString: strerror(errno))) }
-        let synced = fsync(fd) == 0
-        close(fd)
-        guard synced else { throw TransferFileError(path: path, detail: "fsync: \(String(cString: strerror(errno)))") }
+    /// fsync (when `durable`), then move to the final name: rename when replacing is
+    /// allowed, otherwise a hard link that fails if something appeared there meanwhile.
+    func land(overwrite: Bool, durable: Bool = true) throws {
+        if durable {
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw TransferFileError(path: path, detail: String(cString: strerror(errno))) }
+            let synced = fsync(fd) == 0
+            close(fd)
+            guard synced else { throw TransferFileError(path: path, detail: "fsync: \(String(cString: strerror(errno)))") }
+        }
         _ = fetchd_removexattr(path, DownloadTarget.validatorAttribute)
         if overwrite {
             guard rename(path, finalPath) == 0 else {
@@ -61,6 +63,7 @@ struct PartFile: Sendable {
             unlink(path)
         }
         // The directory entry itself is durable once the directory is synced.
+        guard durable else { return }
         let directory = open((finalPath as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directory >= 0 {
             fsync(directory)

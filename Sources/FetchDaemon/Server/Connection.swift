@@ -209,26 +209,24 @@ final class Connection: Sendable {
     /// Closes once nothing more is owed: every answer written after a half-close, or every
     /// request finished after the peer vanished.
     private func closeIfDone() {
-        let shouldClose = state.withLock { s -> Bool in
-            guard !s.closed, s.readClosed, s.inFlight == 0 else { return false }
-            guard s.vanished || (s.outbound.isEmpty && s.pendingNotifications.isEmpty) else { return false }
-            s.closed = true
-            return true
+        closeOnce { s in
+            s.readClosed && s.inFlight == 0 && (s.vanished || (s.outbound.isEmpty && s.pendingNotifications.isEmpty))
         }
-        guard shouldClose else { return }
-        loop.unregister(fd)
-        close(fd)
-        hooks.closed(id)
     }
 
     /// Loop thread: ends the connection now (daemon shutdown).
     func forceClose() {
-        let wasOpen = state.withLock { s -> Bool in
-            guard !s.closed else { return false }
+        closeOnce { _ in true }
+    }
+
+    /// Closes the descriptor the first time `ready` holds; later calls do nothing.
+    private func closeOnce(when ready: (State) -> Bool) {
+        let shouldClose = state.withLock { s -> Bool in
+            guard !s.closed, ready(s) else { return false }
             s.closed = true
             return true
         }
-        guard wasOpen else { return }
+        guard shouldClose else { return }
         loop.unregister(fd)
         close(fd)
         hooks.closed(id)

@@ -1,0 +1,793 @@
+#!/usr/bin/env python3
+"""fetchd benchmarks (not tests): fetchd against curl, aria2 and a libcurl multi floor, in one run.
+
+    python3 bench/run.py [--bin PATH] [--rounds N] [--large-rounds N] [--quick] [--profile]
+    make bench            (builds the release daemon first, under the shared build lock)
+    make bench-profile    (perf record -g on the release daemon under the small-GET c=64 load)
+
+Everything is on loopback: nginx (Debian's, in a temporary prefix) serves a 100-byte file and a
+1 GiB file; bench/upload_sink.c reads upload bodies fully; bench/echo_server.c is the floor for
+`ping`. The C helpers are compiled here with gcc -O2. fetchd runs with `--max-per-host 0`, so the
+daemon's default per-host cap of 10 does not throttle the c=64 rounds.
+
+Rounds are interleaved (every tool once per round, order rotated each round) and the table shows
+medians. CPU: user+sys of the server-side process for fetchd and aria2 (/proc/PID/stat, 10 ms
+ticks), of the whole process tree for curl, the floor and per-request curl (getrusage of children).
+The results, with every round's raw numbers, go to bench/results/<UTC timestamp>.json.
+See docs/performance.md.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH)
+sys.path.insert(0, os.path.join(REPO, "tests", "support"))
+import nginx  # noqa: E402  (free_port, wait_port)
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+BIG = 1 << 30            # download size
+UPLOAD = 256 << 20       # upload size
+MB = 1e6                 # MB/s means 10^6 bytes per second
+
+
+# ---------------------------------------------------------------- processes and /proc
+
+class Stack:
+    """Background processes started by this run; stopped (by pid, in reverse) at exit."""
+    def __init__(self):
+        self.procs = []
+
+    def start(self, cmd, **kw):
+        kw.setdefault("stdin", subprocess.DEVNULL)
+        kw.setdefault("stdout", subprocess.DEVNULL)
+        p = subprocess.Popen(cmd, **kw)
+        self.procs.append(p)
+        return p
+
+    def stop(self, p, sig=signal.SIGTERM, timeout=15):
+        if p.poll() is None:
+            p.send_signal(sig)
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def close(self):
+        for p in reversed(self.procs):
+            self.stop(p)
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def mem_kib(pid):
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                out[name] = int(value.split()[0])
+    return out
+
+
+def ctx_switches(pid):
+    """{tid: voluntary + involuntary context switches} for every live thread (wake-ups, roughly)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                out[tid] = sum(int(line.split()[-1]) for line in f
+                               if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")))
+        except OSError:
+            pass
+    return out
+
+
+def reset_peak_rss(pid):
+    """Linux >= 4.0: writing 5 to clear_refs resets VmHWM to the current RSS."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def run_child(cmd, timeout, **kw):
+    """Runs cmd to completion; returns (stdout, wall seconds, user+sys seconds of its tree)."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                       stdin=subprocess.DEVNULL, **kw)
+    wall = time.monotonic() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd[0] if isinstance(cmd, list) else cmd} failed ({p.returncode}): "
+                           f"{p.stderr.decode(errors='replace')[-600:]}")
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return p.stdout.decode(errors="replace"), wall, cpu
+
+
+def fs_type(path):
+    best, kind = "", "?"
+    with open("/proc/mounts") as f:
+        for line in f:
+            parts = line.split()
+            mnt = parts[1]
+            if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
+                best, kind = mnt, parts[2]
+    return kind
+
+
+def disk_tmpdir():
+    """A temporary directory on a real disk (not tmpfs), for the 1 GiB file and the downloads."""
+    for base in (tempfile.gettempdir(), "/var/tmp", os.path.join(REPO, ".build")):
+        if os.path.isdir(base) and fs_type(os.path.realpath(base)) not in ("tmpfs", "ramfs"):
+            return tempfile.mkdtemp(prefix="fetchd-bench-disk-", dir=base)
+    raise RuntimeError("no disk-backed directory found")
+
+
+# ---------------------------------------------------------------- JSON-RPC over the Unix socket
+
+def rpc(sock_path, method, params=None, timeout=120):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(sock_path)
+        msg = {"jsonrpc": "2.0", "id": 1, "method": method}
+        if params is not None:
+            msg["params"] = params
+        s.sendall(json.dumps(msg, separators=(",", ":")).encode() + b"\n")
+        buf = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            nl = buf.find(b"\n")
+            if nl >= 0:
+                line, buf = buf[:nl], buf[nl + 1:]
+                if not line.strip():
+                    continue
+                m = json.loads(line)
+                if m.get("id") != 1:
+                    continue  # a notification
+                if "error" in m:
+                    raise RuntimeError(f"fetchd {method}: {m['error']}")
+                return m["result"]
+            chunk = s.recv(1 << 16)
+            if not chunk:
+                raise RuntimeError("fetchd closed the connection")
+            buf += chunk
+        raise RuntimeError(f"fetchd {method}: no answer in {timeout} s")
+    finally:
+        s.close()
+
+
+class Aria2:
+    def __init__(self, port):
+        self.url = f"http://127.0.0.1:{port}/jsonrpc"
+        self.n = 0
+
+    def call(self, method, params=None, timeout=60):
+        self.n += 1
+        body = json.dumps({"jsonrpc": "2.0", "id": self.n, "method": method,
+                           "params": params or []}).encode()
+        req = urllib.request.Request(self.url, body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            m = json.loads(r.read())
+        if "error" in m:
+            raise RuntimeError(f"aria2 {method}: {m['error']}")
+        return m["result"]
+
+
+# ---------------------------------------------------------------- the run
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.stack = Stack()
+        self.tmp = tempfile.mkdtemp(prefix="fetchd-bench-")
+        self.disk = disk_tmpdir()
+        self.shm = tempfile.mkdtemp(prefix="fetchd-bench-aria2-", dir="/dev/shm") \
+            if os.path.isdir("/dev/shm") else tempfile.mkdtemp(prefix="fetchd-bench-aria2-")
+        self.bin = {}
+        self.raw = {}      # key -> list of per-round dicts
+
+    # -- setup
+    def compile(self):
+        out = os.path.join(self.tmp, "bin")
+        os.makedirs(out)
+        curl_flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libcurl"], check=True,
+                                    stdout=subprocess.PIPE, text=True).stdout.split()
+        for name, extra in (("floor", curl_flags), ("fetchd_load", []), ("echo_server", ["-pthread"]),
+                            ("ping_rtt", []), ("upload_sink", ["-pthread"])):
+            exe = os.path.join(out, name)
+            subprocess.run(["gcc", "-O2", "-o", exe, os.path.join(BENCH, name + ".c")] + extra,
+                           check=True, timeout=120)
+            self.bin[name] = exe
+
+    def start_nginx(self):
+        static = os.path.join(self.disk, "static")
+        os.makedirs(static)
+        with open(os.path.join(static, "small.txt"), "wb") as f:
+            f.write(b"x" * 99 + b"\n")                 # 100 bytes
+        with open(os.path.join(static, "big.bin"), "wb") as f:
+            f.truncate(BIG)                            # sparse: no disk I/O to create it
+        with open(os.path.join(self.disk, "upload.bin"), "wb") as f:
+            f.truncate(UPLOAD)
+        prefix = os.path.join(self.tmp, "nginx")
+        os.makedirs(prefix)
+        for attempt in range(5):
+            port = nginx.free_port()
+            user = "user root;\n" if os.getuid() == 0 else ""
+            conf = f"""{user}daemon off;
+master_process off;
+worker_processes 1;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    default_type application/octet-stream;
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    client_body_temp_path {prefix}/client_body_temp;
+    proxy_temp_path {prefix}/proxy_temp;
+    fastcgi_temp_path {prefix}/fastcgi_temp;
+    uwsgi_temp_path {prefix}/uwsgi_temp;
+    scgi_temp_path {prefix}/scgi_temp;
+    server {{ listen 127.0.0.1:{port}; server_name localhost; root {static}; }}
+}}
+"""
+            path = os.path.join(prefix, "nginx.conf")
+            with open(path, "w") as f:
+                f.write(conf)
+            p = self.stack.start([nginx.NGINX, "-p", prefix, "-c", path, "-e", os.path.join(prefix, "error.log")],
+                                 stderr=subprocess.DEVNULL)
+            if nginx.wait_port(port, time.monotonic() + 10, p):
+                self.nginx, self.base = p, f"http://127.0.0.1:{port}"
+                self.small = self.base + "/small.txt"
+                return
+            self.stack.stop(p)
+        raise RuntimeError("nginx did not start")
+
+    def start_sink(self):
+        for attempt in range(5):
+            port = nginx.free_port()
+            p = self.stack.start([self.bin["upload_sink"], str(port)], stderr=subprocess.DEVNULL)
+            if nginx.wait_port(port, time.monotonic() + 5, p):
+                self.sink_url = f"http://127.0.0.1:{port}/upload"
+                return
+            self.stack.stop(p)
+        raise RuntimeError("upload_sink did not start")
+
+    def start_fetchd(self, name="fetchd.sock"):
+        sock = os.path.join(self.tmp, name)
+        log = open(os.path.join(self.tmp, name + ".log"), "wb")
+        p = self.stack.start([self.fetchd_bin, "--socket", sock, "--max-per-host", "0"], stderr=log)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if p.poll() is not None:
+                raise RuntimeError(f"fetchd exited ({p.returncode}); see {log.name}")
+            if os.path.exists(sock):
+                try:
+                    if rpc(sock, "ping", timeout=5) == "pong":
+                        return p, sock
+                except (OSError, RuntimeError):
+                    pass
+            time.sleep(0.02)
+        raise RuntimeError("fetchd did not answer ping in 20 s")
+
+    def start_echo(self):
+        sock = os.path.join(self.tmp, "echo.sock")
+        p = self.stack.start([self.bin["echo_server"], sock], stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 5
+        while not os.path.exists(sock):
+            if p.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("echo_server did not start")
+            time.sleep(0.01)
+        self.echo_sock = sock
+
+    def start_aria2(self):
+        for attempt in range(5):
+            port = nginx.free_port()
+            p = self.stack.start(["aria2c", "--enable-rpc", "--rpc-listen-all=false", f"--rpc-listen-port={port}",
+                                  f"--dir={self.shm}", "--no-conf", "--quiet", "--disable-ipv6",
+                                  "--max-concurrent-downloads=64", "--split=1", "--max-connection-per-server=1",
+                                  "--file-allocation=none", "--allow-overwrite=true", "--auto-file-renaming=false",
+                                  "--max-download-result=100000", "--summary-interval=0", "--rpc-max-request-size=64M",
+                                  "--enable-http-keep-alive=true", "--max-tries=1"], stderr=subprocess.DEVNULL)
+            if nginx.wait_port(port, time.monotonic() + 10, p):
+                self.aria2, self.aria2_rpc = p, Aria2(port)
+                self.aria2_rpc.call("aria2.getVersion")
+                return
+            self.stack.stop(p)
+        raise RuntimeError("aria2c did not start")
+
+    # -- small GETs
+    def small_floor(self, c, n):
+        out, wall, cpu = run_child([self.bin["floor"], self.small, str(n), str(c)], 120)
+        r = json.loads(out)
+        return {"n": n, "seconds": r["seconds"], "cpu": cpu}
+
+    def small_fetchd(self, c, n):
+        procs, inflight = (1, 1) if c == 1 else (4, c // 4)
+        pid = self.fetchd.pid
+        reset_peak_rss(pid)
+        cpu0 = cpu_seconds(pid)
+        out, wall, _ = run_child([self.bin["fetchd_load"], self.sock, self.small, str(n), str(procs), str(inflight)], 120)
+        cpu = cpu_seconds(pid) - cpu0
+        r = json.loads(out)
+        return {"n": n, "seconds": r["seconds"], "cpu": cpu, "peak_rss_kib": mem_kib(pid)["VmHWM"],
+                "clients": f"{procs} x {inflight}"}
+
+    def small_curl_parallel(self, c, n):
+        cfg = os.path.join(self.tmp, f"urls-{n}.cfg")
+        if not os.path.exists(cfg):
+            with open(cfg, "w") as f:
+                for _ in range(n):
+                    f.write(f'url = "{self.small}"\noutput = "/dev/null"\n')
+        cmd = ["curl", "-s", "-K", cfg, "-w", "%{http_code}\\n"]
+        if c > 1:
+            cmd += ["--parallel", "--parallel-max", str(c)]
+        out, wall, cpu = run_child(cmd, 120)
+        ok = out.split().count("200")
+        if ok != n:
+            raise RuntimeError(f"curl --parallel: {ok}/{n} answers were 200")
+        return {"n": n, "seconds": wall, "cpu": cpu}
+
+    def small_curl_per_request(self, c, n):
+        if c == 1:
+            cmd = ["bash", "-c", f'for ((i=0;i<{n};i++)); do curl -s -o /dev/null -w "%{{http_code}}\\n" "{self.small}"; done']
+        else:
+            cmd = ["bash", "-c", f'seq {n} | xargs -P {c} -I{{}} curl -s -o /dev/null -w "%{{http_code}}\\n" "{self.small}?i={{}}"']
+        out, wall, cpu = run_child(cmd, 180)
+        ok = out.split().count("200")
+        if ok != n:
+            raise RuntimeError(f"curl per request: {ok}/{n} answers were 200")
+        return {"n": n, "seconds": wall, "cpu": cpu}
+
+    def small_aria2(self, c, n):
+        a, pid = self.aria2_rpc, self.aria2.pid
+        a.call("aria2.changeGlobalOption", [{"max-concurrent-downloads": str(c)}])
+        a.call("aria2.purgeDownloadResult")
+        before = int(a.call("aria2.getGlobalStat")["numStoppedTotal"])
+        self.aria2_round = getattr(self, "aria2_round", 0) + 1
+        cpu0 = cpu_seconds(pid)
+        t0 = time.monotonic()
+        batch = 250
+        for start in range(0, n, batch):
+            calls = [{"methodName": "aria2.addUri",
+                      "params": [[self.small], {"out": f"r{self.aria2_round}-{i}"}]}
+                     for i in range(start, min(n, start + batch))]
+            a.call("system.multicall", [calls])
+        deadline = t0 + 120
+        while True:
+            st = a.call("aria2.getGlobalStat")
+            if int(st["numStoppedTotal"]) - before >= n and int(st["numActive"]) == 0 and int(st["numWaiting"]) == 0:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("aria2: not done in 120 s")
+            time.sleep(0.01)
+        wall = time.monotonic() - t0
+        cpu = cpu_seconds(pid) - cpu0
+        stopped = a.call("aria2.tellStopped", [0, n + 10, ["status"]])
+        ok = sum(1 for d in stopped if d["status"] == "complete")
+        a.call("aria2.purgeDownloadResult")
+        for name in os.listdir(self.shm):
+            os.unlink(os.path.join(self.shm, name))
+        if ok != n:
+            raise RuntimeError(f"aria2: {ok}/{n} complete")
+        return {"n": n, "seconds": wall, "cpu": cpu, "peak_rss_kib": mem_kib(pid)["VmHWM"]}
+
+    # -- large transfers
+    def dl_fetchd(self):
+        dest = os.path.join(self.disk, "dl-fetchd.bin")
+        pid = self.fetchd.pid
+        reset_peak_rss(pid)
+        cpu0, t0 = cpu_seconds(pid), time.monotonic()
+        r = rpc(self.sock, "download", {"url": self.base + "/big.bin", "path": dest, "overwrite": True}, timeout=300)
+        wall = time.monotonic() - t0
+        cpu = cpu_seconds(pid) - cpu0
+        size = os.path.getsize(dest)
+        os.unlink(dest)
+        if r.get("status") != 200 or size != BIG:
+            raise RuntimeError(f"fetchd download: status {r.get('status')}, {size} bytes")
+        return {"bytes": BIG, "seconds": wall, "cpu": cpu, "peak_rss_kib": mem_kib(pid)["VmHWM"]}
+
+    def dl_curl(self):
+        dest = os.path.join(self.disk, "dl-curl.bin")
+        out, wall, cpu = run_child(["curl", "-s", "-f", "-o", dest, self.base + "/big.bin"], 300)
+        size = os.path.getsize(dest)
+        os.unlink(dest)
+        if size != BIG:
+            raise RuntimeError(f"curl download: {size} bytes")
+        return {"bytes": BIG, "seconds": wall, "cpu": cpu}
+
+    def ul_fetchd(self):
+        src = os.path.join(self.disk, "upload.bin")
+        pid = self.fetchd.pid
+        reset_peak_rss(pid)
+        cpu0, t0 = cpu_seconds(pid), time.monotonic()
+        r = rpc(self.sock, "upload", {"url": self.sink_url, "files": [{"path": src}]}, timeout=300)
+        wall = time.monotonic() - t0
+        cpu = cpu_seconds(pid) - cpu0
+        got = int(str(r.get("body", "0")).strip() or 0)
+        if r.get("status") != 200 or got < UPLOAD:
+            raise RuntimeError(f"fetchd upload: status {r.get('status')}, sink read {got} bytes")
+        return {"bytes": UPLOAD, "seconds": wall, "cpu": cpu, "peak_rss_kib": mem_kib(pid)["VmHWM"], "sink_bytes": got}
+
+    def ul_curl(self):
+        src = os.path.join(self.disk, "upload.bin")
+        out, wall, cpu = run_child(["curl", "-s", "-f", "-F", f"file=@{src}", self.sink_url], 300)
+        got = int(out.strip() or 0)
+        if got < UPLOAD:
+            raise RuntimeError(f"curl upload: sink read {got} bytes")
+        return {"bytes": UPLOAD, "seconds": wall, "cpu": cpu, "sink_bytes": got}
+
+    # -- ping
+    def ping(self, sock, n):
+        pid = self.fetchd.pid if sock == self.sock else None
+        cpu0 = cpu_seconds(pid) if pid else 0
+        out, wall, _ = run_child([self.bin["ping_rtt"], sock, str(n)], 120)
+        r = json.loads(out)
+        if pid:
+            r["cpu"] = cpu_seconds(pid) - cpu0
+        return r
+
+    # -- idle
+    def idle(self, pid, seconds=5.0):
+        cpu0, cs0, t0 = cpu_seconds(pid), ctx_switches(pid), time.monotonic()
+        time.sleep(seconds)
+        cpu1, cs1, t1 = cpu_seconds(pid), ctx_switches(pid), time.monotonic()
+        m = mem_kib(pid)
+        wakeups = sum(v - cs0.get(tid, 0) for tid, v in cs1.items())   # threads that exited are not counted
+        return {"seconds": t1 - t0, "cpu_percent": 100 * (cpu1 - cpu0) / (t1 - t0),
+                "wakeups_per_s": wakeups / (t1 - t0), "threads": len(cs1), "rss_kib": m["VmRSS"], "peak_rss_kib": m["VmHWM"]}
+
+    def record(self, key, fn, *a):
+        r = fn(*a)
+        self.raw.setdefault(key, []).append(r)
+        return r
+
+
+SMALL_TOOLS = [  # key, label, method, n at c=1, n at c=64 (None: use --n)
+    ("floor", "libcurl multi floor (C)", "small_floor", None, None),
+    ("fetchd", "fetchd (C client on the socket)", "small_fetchd", None, None),
+    ("curl_parallel", "curl -K urls (--parallel at c>1)", "small_curl_parallel", None, None),
+    ("aria2", "aria2c over its JSON-RPC", "small_aria2", 500, 1000),
+    ("curl_per_request", "one curl process per request", "small_curl_per_request", 300, 300),
+]
+
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def summarize(b):
+    s = {}
+    for k, rounds in b.raw.items():
+        if k[0] == "small":
+            _, tool, c = k
+            s[f"small.{tool}.c{c}"] = {
+                "req_per_s": med([r["n"] / r["seconds"] for r in rounds]),
+                "cpu_us_per_req": med([1e6 * r["cpu"] / r["n"] for r in rounds]),
+                "n": rounds[0]["n"], "rounds": len(rounds),
+                "peak_rss_kib": max((r.get("peak_rss_kib", 0) for r in rounds), default=None) or None,
+            }
+        elif k[0] in ("download", "upload"):
+            _, tool = k
+            s[f"{k[0]}.{tool}"] = {
+                "mb_per_s": med([r["bytes"] / MB / r["seconds"] for r in rounds]),
+                "cpu_s": med([r["cpu"] for r in rounds]), "rounds": len(rounds),
+                "peak_rss_kib": max((r.get("peak_rss_kib", 0) for r in rounds), default=None) or None,
+            }
+        elif k[0] == "ping":
+            s[f"ping.{k[1]}"] = {"p50_us": med([r["p50_us"] for r in rounds]),
+                                 "p99_us": med([r["p99_us"] for r in rounds]),
+                                 "count": rounds[0]["count"], "rounds": len(rounds),
+                                 "cpu_us_per_ping": med([1e6 * r["cpu"] / r["count"] for r in rounds])
+                                 if "cpu" in rounds[0] else None}
+        elif k[0] == "idle":
+            s[f"idle.{k[1]}"] = rounds[-1]
+    return s
+
+
+def goals(s):
+    g = []
+
+    def add(name, value, target, met, detail):
+        g.append({"goal": name, "value": value, "target": target, "met": bool(met), "detail": detail})
+
+    f64, fl64, a64 = (s.get(f"small.{t}.c64", {}).get("req_per_s") for t in ("fetchd", "floor", "aria2"))
+    if f64 and fl64:
+        r = f64 / fl64
+        add("small GETs c=64 vs libcurl floor", f"{r:.2f}x", ">= 0.5x", r >= 0.5, f"{f64:,.0f} vs {fl64:,.0f} req/s")
+    if f64 and a64:
+        r = f64 / a64
+        add("small GETs c=64 vs aria2", f"{r:.1f}x", ">= 20x", r >= 20, f"{f64:,.0f} vs {a64:,.0f} req/s")
+    f1, fl1 = s.get("small.fetchd.c1", {}).get("req_per_s"), s.get("small.floor.c1", {}).get("req_per_s")
+    if f1 and fl1:
+        added = 1e6 / f1 - 1e6 / fl1
+        add("small GETs c=1 added latency over the floor", f"{added:.0f} us", "< 60 us", added < 60,
+            f"{1e6 / f1:.0f} vs {1e6 / fl1:.0f} us/request")
+    for kind in ("download", "upload"):
+        fd, cu = s.get(f"{kind}.fetchd", {}).get("mb_per_s"), s.get(f"{kind}.curl", {}).get("mb_per_s")
+        if fd and cu:
+            r = fd / cu
+            label = "1 GiB download vs curl -o" if kind == "download" else "256 MiB multipart upload vs curl -F"
+            add(label, f"{r:.2f}x", ">= 1.0x", r >= 1.0, f"{fd:,.0f} vs {cu:,.0f} MB/s")
+    pf, pe = s.get("ping.fetchd", {}).get("p50_us"), s.get("ping.echo", {}).get("p50_us")
+    if pf and pe:
+        r = pf / pe
+        add("ping p50 vs C echo server", f"{r:.2f}x", "<= 1.2x", r <= 1.2, f"{pf:.1f} vs {pe:.1f} us")
+    for which, label in (("fresh", "idle daemon (fresh)"), ("after_load", "idle daemon (after the load)")):
+        i = s.get(f"idle.{which}")
+        if i:
+            mb = i["rss_kib"] / 1024
+            add(label, f"{i['cpu_percent']:.1f}% CPU, {mb:.1f} MB RSS", "0% CPU, < 30 MB",
+                i["cpu_percent"] == 0 and mb < 30, f"{i['wakeups_per_s']:.1f} wake-ups/s")
+    return g
+
+
+def print_table(s, g, meta):
+    rows = []
+    label = {k: l for k, l, *_ in SMALL_TOOLS}
+    for c in (1, 64):
+        fd = s.get(f"small.fetchd.c{c}", {}).get("req_per_s")
+        for key, *_ in SMALL_TOOLS:
+            e = s.get(f"small.{key}.c{c}")
+            if not e:
+                continue
+            ratio = f"{fd / e['req_per_s']:.2f}x" if fd and key != "fetchd" else ""
+            rss = f"{e['peak_rss_kib'] / 1024:.1f}" if e.get("peak_rss_kib") else ""
+            n = f"n={e['n']}" + (" (scaled)" if e["n"] != meta["n_small"] else "")
+            rows.append((f"small GET c={c}", label[key], f"{e['req_per_s']:,.0f} req/s",
+                         f"{e['cpu_us_per_req']:,.1f}", rss, ratio, n))
+    for kind, tools in (("download", ("fetchd", "curl")), ("upload", ("fetchd", "curl"))):
+        fd = s.get(f"{kind}.fetchd", {}).get("mb_per_s")
+        for t in tools:
+            e = s.get(f"{kind}.{t}")
+            if not e:
+                continue
+            name = {"download": {"fetchd": "fetchd download", "curl": "curl -o"},
+                    "upload": {"fetchd": "fetchd upload (files: path)", "curl": "curl -F"}}[kind][t]
+            rss = f"{e['peak_rss_kib'] / 1024:.1f}" if e.get("peak_rss_kib") else ""
+            rows.append(("1 GiB download" if kind == "download" else "256 MiB upload", name,
+                         f"{e['mb_per_s']:,.0f} MB/s", f"{e['cpu_s']:.2f} s total", rss,
+                         f"{fd / e['mb_per_s']:.2f}x" if fd and t != "fetchd" else "", ""))
+    pf = s.get("ping.fetchd")
+    for t, name in (("fetchd", "fetchd"), ("echo", "C echo server")):
+        e = s.get(f"ping.{t}")
+        if e:
+            rows.append(("ping, 1 in flight", name, f"p50 {e['p50_us']:.1f} us  p99 {e['p99_us']:.1f} us",
+                         f"{e['cpu_us_per_ping']:.1f}" if e.get("cpu_us_per_ping") else "", "",
+                         f"{pf['p50_us'] / e['p50_us']:.2f}x (p50)" if pf and t != "fetchd" else "",
+                         f"n={e['count']}"))
+    for which in ("fresh", "after_load"):
+        e = s.get(f"idle.{which}")
+        if e:
+            rows.append((f"idle 5 s ({which.replace('_', ' ')})", "fetchd",
+                         f"{e['cpu_percent']:.1f}% CPU, {e['wakeups_per_s']:.1f} wake-ups/s", "",
+                         f"{e['rss_kib'] / 1024:.1f} (now)", "", ""))
+    head = ("scenario", "tool", "median", "CPU us/req", "peak RSS MB", "fetchd vs it", "")
+    print_rows(head, rows)
+    print()
+    print_rows(("goal (issue 9)", "value", "target", "status", "detail"),
+               [(x["goal"], x["value"], x["target"], "met" if x["met"] else "NOT MET", x["detail"]) for x in g])
+
+
+def print_rows(head, rows):
+    w = [max(len(str(r[i])) for r in [head] + rows) for i in range(len(head))]
+    line = lambda r: "  ".join(str(v).ljust(w[i]) for i, v in enumerate(r)).rstrip()
+    print(line(head))
+    print("  ".join("-" * x for x in w))
+    for r in rows:
+        print(line(r))
+
+
+def machine():
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem = int(f.readline().split()[1]) // 1024
+    return {"cpus": os.cpu_count(), "cpu_model": model, "mem_mb": mem, "kernel": platform.release()}
+
+
+def versions(fetchd_bin):
+    def first(cmd):
+        try:
+            return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  timeout=10).stdout.strip().splitlines()[0]
+        except Exception as e:  # noqa: BLE001
+            return f"? ({e})"
+    git = first(["git", "-C", REPO, "rev-parse", "--short", "HEAD"])
+    dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--", "Sources"],
+                           stdout=subprocess.PIPE, text=True).stdout.strip() != ""
+    return {"fetchd": first([fetchd_bin, "--version"]), "git": git + ("+dirty Sources" if dirty else ""),
+            "curl": first(["curl", "--version"]), "aria2": first(["aria2c", "--version"]),
+            "nginx": first([nginx.NGINX, "-v"]), "gcc": first(["gcc", "--version"])}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", help="fetchd binary (default .build/release/fetchd)")
+    ap.add_argument("--rounds", type=int, default=int(os.environ.get("BENCH_ROUNDS", 5)), help="small-GET rounds")
+    ap.add_argument("--large-rounds", type=int, default=int(os.environ.get("BENCH_LARGE_ROUNDS", 5)))
+    ap.add_argument("--n", type=int, default=5000, help="small GETs per round (floor, fetchd, curl --parallel)")
+    ap.add_argument("--pings", type=int, default=20000)
+    ap.add_argument("--quick", action="store_true", help="1 round each, small counts: checks the harness")
+    ap.add_argument("--profile", action="store_true", help="perf record fetchd under the c=64 small-GET load")
+    ap.add_argument("--results", default=os.path.join(BENCH, "results"))
+    args = ap.parse_args()
+    if args.quick:
+        args.rounds, args.large_rounds, args.n, args.pings = 1, 1, 1000, 2000
+    args.rounds = max(1, min(args.rounds, 50))
+    args.large_rounds = max(1, min(args.large_rounds, 20))
+
+    src = args.bin or os.environ.get("FETCHD_BIN") or os.path.join(REPO, ".build", "release", "fetchd")
+    if not os.access(src, os.X_OK):
+        sys.exit(f"no fetchd binary at {src}: run `make bench` (it builds the release daemon)")
+    for tool in ("gcc", "curl", "aria2c", "pkg-config") + (("perf",) if args.profile else ()):
+        if not shutil.which(tool):
+            sys.exit(f"bench needs {tool}: `make bench` installs its prerequisites")
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    b = Bench(args)
+    try:
+        # A private copy, so a rebuild during the run cannot swap the binary under us.
+        b.fetchd_bin = os.path.join(b.tmp, "fetchd")
+        shutil.copy2(src, b.fetchd_bin)
+        b.compile()
+        b.start_nginx()
+        if args.profile:
+            return profile(b, args)
+        meta = {"started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "machine": machine(), "versions": versions(b.fetchd_bin), "fetchd_binary": src,
+                "fetchd_binary_mtime": datetime.datetime.fromtimestamp(os.path.getmtime(src), datetime.timezone.utc)
+                .isoformat(timespec="seconds"),
+                "fetchd_args": ["--max-per-host", "0"], "n_small": args.n, "rounds": args.rounds,
+                "large_rounds": args.large_rounds, "pings": args.pings,
+                "disk_dir_fs": fs_type(os.path.realpath(b.disk)), "aria2_dir_fs": fs_type(os.path.realpath(b.shm)),
+                "c64_fetchd_clients": "4 processes x 16 pipelined requests, one connection each"}
+        print(f"fetchd bench on {meta['machine']['cpus']} cores ({meta['machine']['cpu_model']}), "
+              f"fetchd {meta['versions']['git']}, binary {src} built {meta['fetchd_binary_mtime']}")
+        meta["loadavg_start"] = os.getloadavg()
+        if meta["loadavg_start"][0] > 0.7:
+            print(f"warning: load average {meta['loadavg_start'][0]:.1f} before the run: other work on this "
+                  f"{os.cpu_count()}-core machine makes the numbers noisy")
+        print("fetchd runs with --max-per-host 0 (no per-host cap; the default is 10); "
+              "loopback nginx, 1 worker; medians of interleaved rounds", flush=True)
+        b.start_sink()
+        b.start_echo()
+        b.start_aria2()
+        b.fetchd, b.sock = b.start_fetchd()
+        time.sleep(1.0)
+        print("idle (fresh daemon, 5 s) ...", flush=True)
+        b.record(("idle", "fresh"), b.idle, b.fetchd.pid)
+
+        # Warm-up, not recorded: connections, page cache, first allocations.
+        b.small_floor(64, 500), b.small_fetchd(64, 1000), b.small_fetchd(1, 200)
+        b.small_curl_parallel(64, 200), b.small_aria2(64, 100)
+
+        plan = []
+        for c in (1, 64):
+            for key, _, method, n1, n64 in SMALL_TOOLS:
+                n = (n1 if c == 1 else n64) or args.n
+                if args.quick:
+                    n = min(n, 200 if key in ("aria2", "curl_per_request") else n)
+                plan.append((("small", key, c), getattr(b, method), c, n))
+        t_start = time.monotonic()
+        for rnd in range(args.rounds):
+            rot = rnd % len(plan)
+            for key, fn, c, n in plan[rot:] + plan[:rot]:
+                b.record(key, fn, c, n)
+            print(f"small GETs: round {rnd + 1}/{args.rounds} done ({time.monotonic() - t_start:.0f} s)", flush=True)
+
+        large = [(("download", "fetchd"), b.dl_fetchd), (("download", "curl"), b.dl_curl),
+                 (("upload", "fetchd"), b.ul_fetchd), (("upload", "curl"), b.ul_curl)]
+        b.dl_curl(), b.dl_fetchd()   # warm-up: the 1 GiB file into the page cache
+        for rnd in range(args.large_rounds):
+            order = large if rnd % 2 == 0 else [large[1], large[0], large[3], large[2]]
+            for key, fn in order:
+                b.record(key, fn)
+            for key, sock in ((("ping", "echo"), b.echo_sock), (("ping", "fetchd"), b.sock))[::1 if rnd % 2 == 0 else -1]:
+                b.record(key, b.ping, sock, args.pings)
+            print(f"downloads, uploads, pings: round {rnd + 1}/{args.large_rounds} done", flush=True)
+
+        time.sleep(1.0)
+        print("idle (after the load, 5 s) ...", flush=True)
+        b.record(("idle", "after_load"), b.idle, b.fetchd.pid)
+        meta["seconds"] = round(time.monotonic() - t_start, 1)
+        meta["loadavg_end"] = os.getloadavg()
+
+        s = summarize(b)
+        g = goals(s)
+        print()
+        print_table(s, g, meta)
+        os.makedirs(args.results, exist_ok=True)
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        path = os.path.join(args.results, f"{stamp}{'-quick' if args.quick else ''}.json")
+        raw = [{"scenario": list(k), "rounds": v} for k, v in b.raw.items()]
+        with open(path + ".tmp", "w") as f:
+            json.dump({"meta": meta, "summary": s, "goals": g, "raw": raw}, f, indent=1)
+        os.replace(path + ".tmp", path)
+        print(f"\nresults: {os.path.relpath(path, os.getcwd())}")
+        return 0
+    finally:
+        b.stack.close()
+        for d in (b.tmp, b.disk, b.shm):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def profile(b, args):
+    """perf record -g on fetchd while the c=64 small-GET load runs; prints the top of the report."""
+    b.fetchd, b.sock = b.start_fetchd()
+    b.small_fetchd(64, 2000)                              # warm-up
+    data = os.path.join(b.tmp, "perf.data")
+    perf = subprocess.Popen(["perf", "record", "-g", "-F", "999", "-o", data, "-p", str(b.fetchd.pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    total, t0 = 0, time.monotonic()
+    for _ in range(6):                                    # bounded: 6 x n requests, ~10-20 s
+        total += b.small_fetchd(64, args.n * 2)["n"]
+    wall = time.monotonic() - t0
+    perf.send_signal(signal.SIGINT)
+    try:
+        perf.wait(30)
+    except subprocess.TimeoutExpired:
+        perf.kill()
+        perf.wait()
+    print(f"profiled {total} fetches at c=64 in {wall:.1f} s ({total / wall:,.0f} req/s under perf)")
+    rep = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso,symbol", "--stdio",
+                          "-g", "none", "--percent-limit", "0.4"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=300).stdout
+    dem = shutil.which("swift-demangle") or None
+    if dem:
+        rep = subprocess.run([dem, "--simplified"], input=rep, stdout=subprocess.PIPE, text=True, timeout=60).stdout
+    elif shutil.which("swift"):
+        rep = subprocess.run(["swift", "demangle", "--simplified"], input=rep, stdout=subprocess.PIPE,
+                             text=True, timeout=60).stdout
+    dso = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "comm,dso", "--stdio", "-g", "none",
+                          "--percent-limit", "0.5"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=300).stdout
+    out = os.path.join(args.results, "profile-" +
+                       datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ".txt")
+    os.makedirs(args.results, exist_ok=True)
+    with open(out, "w") as f:
+        f.write(dso + "\n" + rep)
+    tidy = lambda text, limit: "\n".join(re.sub(r"\s{2,}", "  ", l).rstrip(" -") for l in text.splitlines()
+                                         if l.strip() and not l.startswith("#"))[:limit]
+    print("by thread (comm; 'oot.default-qos' = Swift concurrency's executor threads) and library:")
+    print(tidy(dso, 3000))
+    print()
+    print("by library and symbol (--no-children --sort dso,symbol):")
+    print(tidy(rep, 12000))
+    print(f"\nfull report: {os.path.relpath(out, os.getcwd())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
