@@ -34,7 +34,7 @@ let package = Package(
         .target(name: "JSONRPC", dependencies: ["CJansson"], swiftSettings: strict),
         // The daemon joins them: socket server, one file per method, jobs, configuration.
         .target(name: "FetchDaemon", dependencies: ["FetchEngine", "JSONRPC", "CLinux"], swiftSettings: strict),
-        .executableTarget(name: "fetchd", dependencies: ["FetchDaemon"], swiftSettings: strict),
+        .executableTarget(name: "fetchd", dependencies: ["FetchDaemon", "CLinux"], swiftSettings: strict),
         .testTarget(name: "FetchEngineTests", dependencies: ["FetchEngine", "CCurl"], swiftSettings: strict),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"], swiftSettings: strict),
         .testTarget(name: "FetchDaemonTests", dependencies: ["FetchDaemon", "JSONRPC", "FetchEngine"], swiftSettings: strict),

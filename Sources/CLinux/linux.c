@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <sys/xattr.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <unistd.h>
 
 
@@ -62,3 +63,5 @@ int fetchd_removexattr(const char *path, const char *name) { return removexattr(
 int fetchd_start_writeback(int fd, long long offset, long long length) {
     return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
 }
+
+int fetchd_limit_malloc_arenas(int arenas) { return mallopt(M_ARENA_MAX, arenas); }

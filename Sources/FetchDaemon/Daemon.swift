@@ -66,7 +66,8 @@ public final class Daemon: Sendable {
         let dispatcher = RPCDispatcher(methods: methods, mapError: ErrorMapping.rpcError(for:))
         let log = self.log
         let hooks = Connection.Hooks(
-            answer: { line, context in await dispatcher.answer(line: line, context: context) },
+            prepare: { line, context in dispatcher.prepare(line: line, context: context) },
+            answer: { message, context in await dispatcher.answer(message: message, context: context) },
             maxMessageBytes: options.maxMessageBytes,
             vanished: { id in
                 log.debug("connection \(id): peer gone; cancelling its jobs")

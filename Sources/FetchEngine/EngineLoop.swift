@@ -46,7 +46,8 @@ final class EngineLoop: @unchecked Sendable {
             curl_multi_perform(multi, &running)
             collectFinished()
             // Sleeps until a socket is ready, a curl timer is due, or submit() wakes it.
-            curl_multi_poll(multi, nil, 0, 1000, nil)
+            // Idle, nothing to time: sleep long (libcurl shortens it when it has timers).
+            curl_multi_poll(multi, nil, 0, active.isEmpty ? 60_000 : 1000, nil)
         }
         drainCommands()  // answers cookie commands that came with or after the stop
         for handle in handlePool { curl_easy_cleanup(handle) }

@@ -42,6 +42,12 @@ public struct RetryPolicy: Sendable, Equatable {
     public enum Outcome: Sendable, Equatable {
         case status(Int, retryAfter: String?)
         case failure(TransferError.Kind)
+
+        /// A 2xx or 3xx answer: nothing to retry, whatever the policy.
+        public var isFinalSuccess: Bool {
+            if case .status(let status, _) = self { return status < 400 }
+            return false
+        }
     }
 
     public enum Decision: Sendable, Equatable {

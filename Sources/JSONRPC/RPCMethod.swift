@@ -18,3 +18,15 @@ public protocol RPCMethod: Sendable {
     static var name: String { get }
     func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue
 }
+
+/// A method cheap enough to answer on the thread that read the request, without a task:
+/// it must not block and must not wait on anything (ping, status, cancel, listings).
+public protocol InlineRPCMethod: RPCMethod {
+    func callInline(_ params: JSONValue?, context: RPCContext) throws -> JSONValue
+}
+
+extension InlineRPCMethod {
+    public func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
+        try callInline(params, context: context)
+    }
+}

@@ -1,3 +1,4 @@
+internal import CLinux
 import FetchDaemon
 import FetchEngine
 import Foundation
@@ -24,6 +25,9 @@ case .run(let parsed):
     options = parsed
 }
 
+// Two malloc arenas are plenty for a daemon whose threads mostly hand work over; more only
+// keep freed memory as resident per thread.
+_ = fetchd_limit_malloc_arenas(2)
 signal(SIGPIPE, SIG_IGN)
 signal(SIGTERM, SIG_IGN)
 signal(SIGINT, SIG_IGN)

@@ -17,8 +17,30 @@ private struct Failing: RPCMethod {
     func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue { throw Boom() }
 }
 
+private struct Now: InlineRPCMethod {
+    static let name = "now"
+    func callInline(_ params: JSONValue?, context: RPCContext) throws -> JSONValue {
+        let reader = try ParamReader(params)
+        try reader.finish()
+        return "inline"
+    }
+}
+
 final class RPCDispatcherTests: XCTestCase {
-    let dispatcher = RPCDispatcher(methods: [Echo(), Failing()]) { _ in RPCError(.transportFailure, "mapped") }
+    let dispatcher = RPCDispatcher(methods: [Echo(), Failing(), Now()]) { _ in RPCError(.transportFailure, "mapped") }
+
+    func testInlineMethodsAndErrorsAreAnsweredWithoutATask() {
+        func prepared(_ text: String) -> RPCDispatcher.Prepared { dispatcher.prepare(line: Array(text.utf8), context: context) }
+        guard case .answered(let answer?) = prepared(#"{"jsonrpc":"2.0","id":1,"method":"now"}"#) else { return XCTFail("not inline") }
+        XCTAssertEqual(answer["result"], "inline")
+        guard case .answered(nil) = prepared(#"{"jsonrpc":"2.0","method":"now"}"#) else { return XCTFail("a notification owes nothing") }
+        guard case .answered(let bad?) = prepared(#"{"jsonrpc":"2.0","id":2,"method":"now","params":{"x":1}}"#) else { return XCTFail() }
+        XCTAssertEqual(bad["error"]?["data"]?["field"], "x")
+        guard case .answered(let missing?) = prepared(#"{"jsonrpc":"2.0","id":3,"method":"nope"}"#) else { return XCTFail() }
+        XCTAssertEqual(missing["error"]?["code"], -32601)
+        guard case .deferred = prepared(#"{"jsonrpc":"2.0","id":4,"method":"echo","params":{"text":"a"}}"#) else { return XCTFail("async methods run in a task") }
+        guard case .deferred = prepared(#"[{"jsonrpc":"2.0","id":5,"method":"now"}]"#) else { return XCTFail("batches run in a task") }
+    }
     let context = RPCContext(connectionID: 1) { _, _ in }
 
     private func answer(_ text: String) async -> JSONValue? {

@@ -18,5 +18,7 @@ int fetchd_fremovexattr(int fd, const char *name);
 int fetchd_removexattr(const char *path, const char *name);
 /* Starts writeback of a file range without waiting (sync_file_range SYNC_FILE_RANGE_WRITE). */
 int fetchd_start_writeback(int fd, long long offset, long long length);
+/* mallopt(M_ARENA_MAX, n): bounds glibc's per-thread arenas. */
+int fetchd_limit_malloc_arenas(int arenas);
 extern const unsigned int FETCHD_EPOLLIN, FETCHD_EPOLLOUT, FETCHD_EPOLLRDHUP, FETCHD_EPOLLHUP, FETCHD_EPOLLERR;
 #endif

@@ -95,7 +95,7 @@ struct JobRunner: Sendable {
         onProgress: (@Sendable (TransferProgress) -> Void)?
     ) async throws -> HTTPResponse {
         let policy = model.retryPolicy
-        let jitter = Double.random(in: 0..<1)
+        var jitter: Double? = nil  // drawn at the first retry: no getrandom per request
         var waited = 0.0
         while true {
             let outcome: RetryPolicy.Outcome
@@ -112,7 +112,8 @@ struct JobRunner: Sendable {
                 failure = failed
                 outcome = .failure(failed.error.kind)
             }
-            let decision = policy.decide(attempt: job.attempts, outcome: outcome, waitedSoFar: waited, jitter: jitter, now: Date())
+            if jitter == nil && !(outcome.isFinalSuccess) { jitter = Double.random(in: 0..<1) }
+            let decision = policy.decide(attempt: job.attempts, outcome: outcome, waitedSoFar: waited, jitter: jitter ?? 0, now: Date())
             guard case .retry(let wait, let reason) = decision else {
                 if let response { return response }
                 throw failure!

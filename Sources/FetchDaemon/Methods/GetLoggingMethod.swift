@@ -1,12 +1,12 @@
 import JSONRPC
 
 /// `getLogging`: the HTTP log settings in force.
-struct GetLoggingMethod: RPCMethod {
+struct GetLoggingMethod: InlineRPCMethod {
     static let name = "getLogging"
 
     let httpLog: HTTPLog
 
-    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
+    func callInline(_ params: JSONValue?, context: RPCContext) throws -> JSONValue {
         let reader = try ParamReader(params)
         try reader.finish()
         return Self.describe(httpLog.current)

@@ -4,12 +4,12 @@ import JSONRPC
 
 /// `getRateLimits`: every configured limit with the running and queued requests of the
 /// hosts it governs and when a Retry-After pause ends; `hosts` details each active host.
-struct GetRateLimitsMethod: RPCMethod {
+struct GetRateLimitsMethod: InlineRPCMethod {
     static let name = "getRateLimits"
 
     let admission: HostAdmission
 
-    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
+    func callInline(_ params: JSONValue?, context: RPCContext) throws -> JSONValue {
         let reader = try ParamReader(params)
         try reader.finish()
         let (scheduler, now) = admission.snapshot()

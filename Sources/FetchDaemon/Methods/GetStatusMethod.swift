@@ -2,7 +2,7 @@ import Foundation
 import JSONRPC
 
 /// `getStatus`: version, pid, uptime, connections and job counts.
-struct GetStatusMethod: RPCMethod {
+struct GetStatusMethod: InlineRPCMethod {
     static let name = "getStatus"
 
     let jobs: JobRegistry
@@ -10,7 +10,7 @@ struct GetStatusMethod: RPCMethod {
     let startedAt: ContinuousClock.Instant
     let connectionCount: @Sendable () -> Int
 
-    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
+    func callInline(_ params: JSONValue?, context: RPCContext) throws -> JSONValue {
         let reader = try ParamReader(params)
         try reader.finish()
         let counts = jobs.counts

@@ -1,12 +1,12 @@
 import JSONRPC
 
 /// `listJobs`: every live job with its state, attempt and bytes.
-struct ListJobsMethod: RPCMethod {
+struct ListJobsMethod: InlineRPCMethod {
     static let name = "listJobs"
 
     let jobs: JobRegistry
 
-    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
+    func callInline(_ params: JSONValue?, context: RPCContext) throws -> JSONValue {
         let reader = try ParamReader(params)
         try reader.finish()
         let list: [JSONValue] = jobs.snapshots.map { job in

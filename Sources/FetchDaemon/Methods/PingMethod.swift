@@ -1,10 +1,10 @@
 import JSONRPC
 
 /// `ping` -> "pong": is the daemon there?
-struct PingMethod: RPCMethod {
+struct PingMethod: InlineRPCMethod {
     static let name = "ping"
 
-    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
+    func callInline(_ params: JSONValue?, context: RPCContext) throws -> JSONValue {
         let reader = try ParamReader(params)
         try reader.finish()
         return "pong"

@@ -4,12 +4,12 @@ import JSONRPC
 /// `setRateLimit {host, maxConcurrent, requestsPerSecond, burst}`: changes a host's limits
 /// for every client at once. A field left out keeps its value (a new host starts from `*`);
 /// null clears it.
-struct SetRateLimitMethod: RPCMethod {
+struct SetRateLimitMethod: InlineRPCMethod {
     static let name = "setRateLimit"
 
     let admission: HostAdmission
 
-    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
+    func callInline(_ params: JSONValue?, context: RPCContext) throws -> JSONValue {
         var reader = try ParamReader(params)
         let host = try reader.requiredString("host").lowercased()
         guard host == "*" || HostPattern.isValid(host) else {

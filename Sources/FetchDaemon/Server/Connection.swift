@@ -12,8 +12,10 @@ import Synchronization
 /// replaces an older one still waiting), so they never pile up without bound.
 final class Connection: Sendable {
     struct Hooks: Sendable {
-        /// Answers one line; nil when nothing is owed.
-        let answer: @Sendable (_ line: [UInt8], _ context: RPCContext) async -> JSONValue?
+        /// Answers a line at once when it can, else hands back the decoded message.
+        let prepare: @Sendable (_ line: [UInt8], _ context: RPCContext) -> RPCDispatcher.Prepared
+        /// Answers a decoded message; nil when nothing is owed.
+        let answer: @Sendable (_ message: JSONValue, _ context: RPCContext) async -> JSONValue?
         let maxMessageBytes: Int
         /// The peer is gone (not just half-closed): its jobs may be cancelled.
         let vanished: @Sendable (_ connectionID: UInt64) -> Void
@@ -112,15 +114,25 @@ final class Connection: Sendable {
             let error = RPCMessage.error(id: .null, .messageTooLarge(limit: hooks.maxMessageBytes))
             send(RPCMessage.line(error))
         case .line(let line):
-            state.withLock { $0.inFlight += 1 }
             let context = self.context
-            let hooks = self.hooks
-            Task {
-                if let answer = await hooks.answer(line, context) {
-                    self.send(RPCMessage.line(answer))
+            switch hooks.prepare(line, context) {
+            case .answered(let answer):
+                if let answer { send(RPCMessage.line(answer)) }
+            case .deferred(let message):
+                state.withLock { $0.inFlight += 1 }
+                let hooks = self.hooks
+                Task {
+                    if let answer = await hooks.answer(message, context) {
+                        self.send(RPCMessage.line(answer))
+                    }
+                    // Only a client that stopped sending may now be due to close: no wake-up
+                    // of the loop for every answer.
+                    let closing = self.state.withLock { s -> Bool in
+                        s.inFlight -= 1
+                        return s.readClosed && s.inFlight == 0
+                    }
+                    if closing { self.loop.execute { self.closeIfDone() } }
                 }
-                self.state.withLock { $0.inFlight -= 1 }
-                self.loop.execute { self.closeIfDone() }
             }
         }
     }

@@ -79,7 +79,7 @@ final class SocketServer: Sendable {
             }
             let id = nextID.add(1, ordering: .relaxed).oldValue
             let connectionHooks = Connection.Hooks(
-                answer: hooks.answer, maxMessageBytes: hooks.maxMessageBytes, vanished: hooks.vanished,
+                prepare: hooks.prepare, answer: hooks.answer, maxMessageBytes: hooks.maxMessageBytes, vanished: hooks.vanished,
                 closed: { [weak self] id in
                     self?.connections.withLock { _ = $0.removeValue(forKey: id) }
                     self?.hooks.closed(id)
