@@ -11,8 +11,14 @@ public struct DownloadTarget: Sendable {
     /// The digest of those bytes, so the final sha256 covers the whole file.
     public var hashOfExistingBytes: SHA256
     public var errorBodyLimit: Int
+    /// Hands written pages to the disk as the download goes, for a file that will be
+    /// fsynced at the end (the fsync then has little left to do). Without an fsync it
+    /// would only slow the download down to the disk's speed.
+    public var writesBackEarly: Bool
 
-    public init(partPath: String, resumeOffset: Int64, hashOfExistingBytes: SHA256, errorBodyLimit: Int = 64 << 10) {
+    public init(partPath: String, resumeOffset: Int64, hashOfExistingBytes: SHA256, errorBodyLimit: Int = 64 << 10,
+                writesBackEarly: Bool = true) {
+        self.writesBackEarly = writesBackEarly
         self.partPath = partPath
         self.resumeOffset = resumeOffset
         self.hashOfExistingBytes = hashOfExistingBytes
@@ -83,7 +89,7 @@ final class DownloadSink: @unchecked Sendable {
             offset += Int64(n)
         }
         hasher.update(bytes)
-        if offset - writebackFrom >= Self.writebackBytes {
+        if target.writesBackEarly && offset - writebackFrom >= Self.writebackBytes {
             _ = fetchd_start_writeback(fd, writebackFrom, offset - writebackFrom)
             writebackFrom = offset
         }

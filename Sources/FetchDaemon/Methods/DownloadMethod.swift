@@ -55,7 +55,7 @@ struct DownloadMethod: RPCMethod {
                 let resuming = resume
                 return try await runner.run(
                     params.model, method: base.method, url: base.url, context: context,
-                    prepare: { try await BlockingIO.run { try request(continuing: part, from: base, resume: resuming) } },
+                    prepare: { try await BlockingIO.run { try request(continuing: part, from: base, resume: resuming, durable: params.fsync) } },
                     body: { job, response in
                         // 416 to a range we asked for: the part file already holds the whole
                         // answer (or more). Start over rather than stay stuck on it.
@@ -93,7 +93,7 @@ struct DownloadMethod: RPCMethod {
 
     /// The request for the next attempt: from zero, or continuing the part file when it
     /// has bytes and the validator of the answer they came from.
-    private func request(continuing part: PartFile, from base: HTTPRequest, resume: Bool) throws -> HTTPRequest {
+    private func request(continuing part: PartFile, from base: HTTPRequest, resume: Bool, durable: Bool) throws -> HTTPRequest {
         var request = base
         var offset: Int64 = 0
         var hash = SHA256()
@@ -104,7 +104,8 @@ struct DownloadMethod: RPCMethod {
             request.headers.append(HTTPHeader("If-Range", validator))
         }
         request.destination = .file(DownloadTarget(
-            partPath: part.path, resumeOffset: offset, hashOfExistingBytes: hash, errorBodyLimit: Self.errorBodyLimit))
+            partPath: part.path, resumeOffset: offset, hashOfExistingBytes: hash, errorBodyLimit: Self.errorBodyLimit,
+            writesBackEarly: durable))
         return request
     }
 
