@@ -27,11 +27,13 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from procstat import cpu_seconds, mem_kib  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "support"))
 import nginx  # noqa: E402
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def pick_binary(explicit):
@@ -45,21 +47,8 @@ def pick_binary(explicit):
     return os.path.join(REPO, ".build", "debug", "fetchd"), "debug"
 
 
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    # after "pid (comm)": state is fields[0]; utime, stime are fields 11, 12 (stat fields 14, 15)
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def memory_kib(pid):
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            name, _, value = line.partition(":")
-            if name in ("VmRSS", "VmHWM"):
-                out[name] = int(value.split()[0])
-    return out
 
 
 class Conn:
@@ -137,7 +126,7 @@ def main():
         # Hold the host: a rate that refills once in 11 days, and its one token spent now.
         ctl.call("setRateLimit", {"host": host, "requestsPerSecond": 0.000001, "burst": 1})
         ctl.call("fetch", {"url": url, "retry": False, "responseBody": "none", "cookieJar": False})
-        mem0 = memory_kib(pid)
+        mem0 = mem_kib(pid)
 
         # Phase 1: enqueue N jobs behind a host that takes none.
         cpu0, t0 = cpu_seconds(pid), time.monotonic()
@@ -149,7 +138,7 @@ def main():
         while ctl.call("getRateLimits")["queued"] < n:
             time.sleep(0.05)
         cpu1, t1 = cpu_seconds(pid), time.monotonic()
-        mem1 = memory_kib(pid)
+        mem1 = mem_kib(pid)
 
         # Phase 2: one at a time.
         ctl.call("setRateLimit", {"host": host, "maxConcurrent": 1, "requestsPerSecond": None})
@@ -162,7 +151,7 @@ def main():
                 if answered == n:
                     break
         cpu2, t2 = cpu_seconds(pid), time.monotonic()
-        mem2 = memory_kib(pid)
+        mem2 = mem_kib(pid)
         left = ctl.call("getRateLimits")
 
         print(f"fetchd binary: {binary} ({kind} build)")

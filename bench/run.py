@@ -31,6 +31,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from procstat import cpu_seconds, mem_kib  # noqa: E402
 import urllib.request
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
@@ -38,7 +41,6 @@ REPO = os.path.dirname(BENCH)
 sys.path.insert(0, os.path.join(REPO, "tests", "support"))
 import nginx  # noqa: E402  (free_port, wait_port)
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 BIG = 1 << 30            # download size
 UPLOAD = 256 << 20       # upload size
@@ -73,20 +75,8 @@ class Stack:
             self.stop(p)
 
 
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def mem_kib(pid):
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            name, _, value = line.partition(":")
-            if name in ("VmRSS", "VmHWM"):
-                out[name] = int(value.split()[0])
-    return out
 
 
 def ctx_switches(pid):
