@@ -286,9 +286,13 @@ class TestFetchctlProgressAndCancel(FetchctlCase):
         if not self.cancel_supported():
             self.skipTest("the daemon does not implement cancel yet (-32601)")
         job = f"ctl-cancel-{os.getpid()}"
+        # A shell cannot trap a signal that was ignored when it started, and a test run
+        # launched in the background (as `cmd &` from a script) inherits SIGINT ignored:
+        # give fetchctl the default disposition, as a terminal would.
         p = subprocess.Popen([FETCHCTL, "--socket", self.daemon.socket_path, "fetch",
                               self.srv.test_url + "/slow-body?chunks=100&ms=100", "--job-id", job],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             with self.daemon.client() as c:
                 wait_for(lambda: any(j.get("jobId") == job and j.get("state") == "running"
@@ -312,9 +316,13 @@ class TestFetchctlProgressAndCancel(FetchctlCase):
         if not self.cancel_supported():
             self.skipTest("the daemon does not implement cancel yet (-32601)")
         job = f"ctl-cancel-cmd-{os.getpid()}"
+        # A shell cannot trap a signal that was ignored when it started, and a test run
+        # launched in the background (as `cmd &` from a script) inherits SIGINT ignored:
+        # give fetchctl the default disposition, as a terminal would.
         p = subprocess.Popen([FETCHCTL, "--socket", self.daemon.socket_path, "fetch",
                               self.srv.test_url + "/slow-body?chunks=100&ms=100", "--job-id", job],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             with self.daemon.client() as c:
                 wait_for(lambda: any(j.get("jobId") == job for j in c.call("listJobs", {})["jobs"]),
