@@ -34,8 +34,13 @@ final class EngineLoop: @unchecked Sendable {
     }
 
     func submit(_ command: Command) {
-        commands.withLock { $0.append(command) }
-        curl_multi_wakeup(multi)
+        // Only the command that finds the queue empty wakes the thread: the others are
+        // drained by that same wake-up (one socketpair write serves a burst).
+        let first = commands.withLock { queue -> Bool in
+            queue.append(command)
+            return queue.count == 1
+        }
+        if first { curl_multi_wakeup(multi) }
     }
 
     func run() {
