@@ -276,6 +276,16 @@ class TestFetchctlProgressAndCancel(FetchctlCase):
                     return False
         return True
 
+    def start_slow_fetch(self, job):
+        """fetchctl fetching a 10 s body as `job`, in the background."""
+        # A shell cannot trap a signal that was ignored when it started, and a test run
+        # launched in the background (as `cmd &` from a script) inherits SIGINT ignored:
+        # give fetchctl the default disposition, as a terminal would.
+        return subprocess.Popen([FETCHCTL, "--socket", self.daemon.socket_path, "fetch",
+                                 self.srv.test_url + "/slow-body?chunks=100&ms=100", "--job-id", job],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
     def test_progress_bar_on_stderr(self):
         r = self.ok("fetch", self.srv.test_url + "/slow-body?chunks=5&ms=50", "--progress")
         self.assertEqual(len(r.stdout), 5)
@@ -286,13 +296,7 @@ class TestFetchctlProgressAndCancel(FetchctlCase):
         if not self.cancel_supported():
             self.skipTest("the daemon does not implement cancel yet (-32601)")
         job = f"ctl-cancel-{os.getpid()}"
-        # A shell cannot trap a signal that was ignored when it started, and a test run
-        # launched in the background (as `cmd &` from a script) inherits SIGINT ignored:
-        # give fetchctl the default disposition, as a terminal would.
-        p = subprocess.Popen([FETCHCTL, "--socket", self.daemon.socket_path, "fetch",
-                              self.srv.test_url + "/slow-body?chunks=100&ms=100", "--job-id", job],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        p = self.start_slow_fetch(job)
         try:
             with self.daemon.client() as c:
                 wait_for(lambda: any(j.get("jobId") == job and j.get("state") == "running"
@@ -316,13 +320,7 @@ class TestFetchctlProgressAndCancel(FetchctlCase):
         if not self.cancel_supported():
             self.skipTest("the daemon does not implement cancel yet (-32601)")
         job = f"ctl-cancel-cmd-{os.getpid()}"
-        # A shell cannot trap a signal that was ignored when it started, and a test run
-        # launched in the background (as `cmd &` from a script) inherits SIGINT ignored:
-        # give fetchctl the default disposition, as a terminal would.
-        p = subprocess.Popen([FETCHCTL, "--socket", self.daemon.socket_path, "fetch",
-                              self.srv.test_url + "/slow-body?chunks=100&ms=100", "--job-id", job],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        p = self.start_slow_fetch(job)
         try:
             with self.daemon.client() as c:
                 wait_for(lambda: any(j.get("jobId") == job for j in c.call("listJobs", {})["jobs"]),
