@@ -66,7 +66,7 @@ public final class Daemon: Sendable {
         let dispatcher = RPCDispatcher(methods: methods, mapError: ErrorMapping.rpcError(for:))
         let log = self.log
         let hooks = Connection.Hooks(
-            prepare: { line, context in dispatcher.prepare(line: line, context: context) },
+            prepare: { line, context, later in dispatcher.prepare(line: line, context: context, later: later) },
             answer: { message, context in await dispatcher.answer(message: message, context: context) },
             maxMessageBytes: options.maxMessageBytes,
             vanished: { id in

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Turns one line from a client into at most one line of answer: single requests, batches,
 /// notifications, and every standard error of JSON-RPC 2.0.
 public struct RPCDispatcher: Sendable {
@@ -15,18 +17,25 @@ public struct RPCDispatcher: Sendable {
 
     public var methodNames: [String] { methods.keys.sorted() }
 
-    /// What to do with one line: answered already (on the calling thread), or a decoded
-    /// message that needs `answer(message:context:)` in a task.
+    /// What to do with one line: answered already (on the calling thread), started (its
+    /// answer goes to `later`), or a decoded message that needs `answer(message:context:)`
+    /// in a task.
     public enum Prepared: Sendable {
         /// nil: nothing is owed (a notification).
         case answered(JSONValue?)
+        /// A `ReplyingRPCMethod` started; its answer (nil for a notification) is passed to
+        /// `later` exactly once, possibly before `prepare` returns.
+        case started
         case deferred(JSONValue)
     }
 
     /// Decodes a line and answers at once what can be answered without waiting: parse
     /// errors, invalid requests, unknown methods and `InlineRPCMethod`s. Saves a thread hop
     /// for the cheap methods (a `ping` costs about what a C echo server's does).
-    public func prepare(line: [UInt8], context: RPCContext) -> Prepared {
+    /// `ReplyingRPCMethod`s are started here and answer through `later`.
+    public func prepare(
+        line: [UInt8], context: RPCContext, later: @escaping @Sendable (JSONValue?) -> Void = { _ in }
+    ) -> Prepared {
         let message: JSONValue
         do {
             message = try JSONCodec.decode(line)
@@ -42,6 +51,9 @@ public struct RPCDispatcher: Sendable {
         guard let method = methods[request.method] else {
             guard let id = request.id else { return .answered(nil) }
             return .answered(RPCMessage.error(id: id, .methodNotFound(request.method)))
+        }
+        if let replying = method as? any ReplyingRPCMethod {
+            return start(replying, request, context: context, later: later)
         }
         guard let inline = method as? any InlineRPCMethod else { return .deferred(message) }
         let outcome: Result<JSONValue, RPCError>
@@ -59,10 +71,34 @@ public struct RPCDispatcher: Sendable {
         }
     }
 
+    private func start(
+        _ method: any ReplyingRPCMethod, _ request: RPCRequest, context: RPCContext,
+        later: @escaping @Sendable (JSONValue?) -> Void
+    ) -> Prepared {
+        let id = request.id
+        let mapError = self.mapError
+        do {
+            try method.start(request.params, context: context) { outcome in
+                guard let id else { return later(nil) }
+                switch outcome {
+                case .success(let result): later(RPCMessage.result(id: id, result))
+                case .failure(let error as RPCError): later(RPCMessage.error(id: id, error))
+                case .failure(let error): later(RPCMessage.error(id: id, mapError(error)))
+                }
+            }
+        } catch {
+            guard let id else { return .answered(nil) }
+            return .answered(RPCMessage.error(id: id, error as? RPCError ?? mapError(error)))
+        }
+        return .started
+    }
+
     /// The answer to one line (nil when nothing is owed: a notification, or a batch of them).
     public func answer(line: [UInt8], context: RPCContext) async -> JSONValue? {
-        switch prepare(line: line, context: context) {
+        let started = StartedAnswer()
+        switch prepare(line: line, context: context, later: { started.deliver($0) }) {
         case .answered(let answer): return answer
+        case .started: return await started.value
         case .deferred(let message): return await answer(message: message, context: context)
         }
     }
@@ -111,6 +147,42 @@ public struct RPCDispatcher: Sendable {
             return .failure(error)
         } catch {
             return .failure(mapError(error))
+        }
+    }
+}
+
+/// Hands the answer of a started method to one awaiting task, whichever comes first.
+private final class StartedAnswer: Sendable {
+    private struct State {
+        var answer: JSONValue??
+        var waiter: CheckedContinuation<JSONValue?, Never>?
+    }
+    private let state = Mutex(State())
+
+    func deliver(_ answer: JSONValue?) {
+        let waiter = state.withLock { s -> CheckedContinuation<JSONValue?, Never>? in
+            guard let waiter = s.waiter else {
+                s.answer = .some(answer)
+                return nil
+            }
+            s.waiter = nil
+            return waiter
+        }
+        waiter?.resume(returning: answer)
+    }
+
+    var value: JSONValue? {
+        get async {
+            await withCheckedContinuation { continuation in
+                let ready = state.withLock { s -> JSONValue?? in
+                    guard let answer = s.answer else {
+                        s.waiter = continuation
+                        return nil
+                    }
+                    return .some(answer)
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
         }
     }
 }

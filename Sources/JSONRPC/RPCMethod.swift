@@ -30,3 +30,24 @@ extension InlineRPCMethod {
         try callInline(params, context: context)
     }
 }
+
+/// A method that starts its work on the thread that read the request and answers later,
+/// from whatever thread finishes it, through `reply` (called exactly once). No task and no
+/// thread hop sit between reading the request and starting the work, nor between the work
+/// ending and the answer being written. `start` must not block; what it throws is the answer.
+public protocol ReplyingRPCMethod: RPCMethod {
+    typealias Reply = @Sendable (Result<JSONValue, any Error>) -> Void
+    func start(_ params: JSONValue?, context: RPCContext, reply: @escaping Reply) throws
+}
+
+extension ReplyingRPCMethod {
+    public func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
+        try await withUnsafeThrowingContinuation { continuation in
+            do {
+                try start(params, context: context) { continuation.resume(with: $0) }
+            } catch {
+                continuation.resume(throwing: error)
+            }
+        }
+    }
+}

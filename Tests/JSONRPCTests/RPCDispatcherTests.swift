@@ -1,3 +1,4 @@
+import Foundation
 import JSONRPC
 import XCTest
 
@@ -26,8 +27,22 @@ private struct Now: InlineRPCMethod {
     }
 }
 
+/// Answers later from another thread: "later" with the text, or the mapped error.
+private struct Later: ReplyingRPCMethod {
+    struct Boom: Error {}
+    static let name = "later"
+    func start(_ params: JSONValue?, context: RPCContext, reply: @escaping Reply) throws {
+        var reader = try ParamReader(params)
+        let text = try reader.requiredString("text")
+        try reader.finish()
+        Thread.detachNewThread {
+            reply(text == "boom" ? .failure(Boom()) : .success(.string("later " + text)))
+        }
+    }
+}
+
 final class RPCDispatcherTests: XCTestCase {
-    let dispatcher = RPCDispatcher(methods: [Echo(), Failing(), Now()]) { _ in RPCError(.transportFailure, "mapped") }
+    let dispatcher = RPCDispatcher(methods: [Echo(), Failing(), Now(), Later()]) { _ in RPCError(.transportFailure, "mapped") }
 
     func testInlineMethodsAndErrorsAreAnsweredWithoutATask() {
         func prepared(_ text: String) -> RPCDispatcher.Prepared { dispatcher.prepare(line: Array(text.utf8), context: context) }
@@ -42,6 +57,46 @@ final class RPCDispatcherTests: XCTestCase {
         guard case .deferred = prepared(#"[{"jsonrpc":"2.0","id":5,"method":"now"}]"#) else { return XCTFail("batches run in a task") }
     }
     let context = RPCContext(connectionID: 1) { _, _ in }
+
+    func testReplyingMethodsAnswerOnceFromTheThreadThatFinishes() {
+        final class Answers: @unchecked Sendable {
+            let lock = NSLock()
+            var list: [JSONValue?] = []
+            func withLock<T>(_ body: (inout [JSONValue?]) -> T) -> T { lock.withLock { body(&list) } }
+        }
+        let answers = Answers()
+        let done = DispatchSemaphore(value: 0)
+        func prepared(_ text: String) -> RPCDispatcher.Prepared {
+            dispatcher.prepare(line: Array(text.utf8), context: context) { answer in
+                answers.withLock { $0.append(answer) }
+                done.signal()
+            }
+        }
+        guard case .started = prepared(#"{"jsonrpc":"2.0","id":1,"method":"later","params":{"text":"a"}}"#) else { return XCTFail("not started") }
+        XCTAssertEqual(done.wait(timeout: .now() + 5), .success)
+        XCTAssertEqual(answers.withLock { $0 }, [["jsonrpc": "2.0", "id": 1, "result": "later a"]])
+        guard case .started = prepared(#"{"jsonrpc":"2.0","id":2,"method":"later","params":{"text":"boom"}}"#) else { return XCTFail() }
+        XCTAssertEqual(done.wait(timeout: .now() + 5), .success)
+        XCTAssertEqual(answers.withLock { $0.last }??["error"]?["message"], "mapped")
+        guard case .started = prepared(#"{"jsonrpc":"2.0","method":"later","params":{"text":"n"}}"#) else { return XCTFail() }
+        XCTAssertEqual(done.wait(timeout: .now() + 5), .success)
+        XCTAssertEqual(answers.withLock { $0.count }, 3)
+        XCTAssertEqual(answers.withLock { $0.last }, .some(nil), "a notification is delivered as nothing owed")
+        // Bad params are thrown by start: answered at once, nothing delivered later.
+        guard case .answered(let bad?) = prepared(#"{"jsonrpc":"2.0","id":3,"method":"later","params":{"text":1}}"#) else { return XCTFail() }
+        XCTAssertEqual(bad["error"]?["code"], -32602)
+        XCTAssertEqual(done.wait(timeout: .now() + 0.2), .timedOut)
+    }
+
+    func testReplyingMethodsInBatchesAndThroughAnswer() async {
+        let single = await answer(#"{"jsonrpc":"2.0","id":7,"method":"later","params":{"text":"b"}}"#)
+        XCTAssertEqual(single?["result"], "later b")
+        let batch = await answer(#"[{"jsonrpc":"2.0","id":1,"method":"later","params":{"text":"x"}},{"jsonrpc":"2.0","id":2,"method":"later","params":{"text":"boom"}}]"#)
+        let members = batch?.arrayValue ?? []
+        XCTAssertEqual(members.count, 2)
+        XCTAssertEqual(members.first?["result"], "later x")
+        XCTAssertEqual(members.last?["error"]?["message"], "mapped")
+    }
 
     private func answer(_ text: String) async -> JSONValue? {
         await dispatcher.answer(line: Array(text.utf8), context: context)

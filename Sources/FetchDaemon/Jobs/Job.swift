@@ -104,56 +104,85 @@ final class Job: Sendable {
         _ request: HTTPRequest, host: HostKey, priority: Int, on services: JobServices,
         onProgress: (@Sendable (TransferProgress) -> Void)?
     ) async throws -> HTTPResponse {
+        try await waitForHost(ticket(host: host, priority: priority), services: services)
+        return try await withUnsafeThrowingContinuation { continuation in
+            launch(request, host: host, on: services, onProgress: onProgress) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// Starts an attempt at once when its host has room: `completion` then gets its outcome
+    /// (on the engine thread, or here when it cannot start). False, and nothing started, when
+    /// the attempt has to queue behind the host's limits: `attempt` does that.
+    func attemptNow(
+        _ request: HTTPRequest, host: HostKey, priority: Int, on services: JobServices,
+        onProgress: (@Sendable (TransferProgress) -> Void)?,
+        completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void
+    ) throws -> Bool {
+        guard try startIfHostFree(ticket(host: host, priority: priority), services: services) else { return false }
+        launch(request, host: host, on: services, onProgress: onProgress, completion: completion)
+        return true
+    }
+
+    private func ticket(host: HostKey, priority: Int) -> HostScheduler.Ticket {
+        HostScheduler.Ticket(id: transferID, host: host, priority: priority)
+    }
+
+    /// Hands an admitted attempt to the engine. From here it holds one of the host's slots
+    /// until it ends. The outcome is recorded for HTTP logs; a cancel that was acknowledged
+    /// wins over a result that raced it.
+    private func launch(
+        _ request: HTTPRequest, host: HostKey, on services: JobServices,
+        onProgress: (@Sendable (TransferProgress) -> Void)?,
+        completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void
+    ) {
         var request = request
         request.recordsExchange = services.httpLog.isEnabled
-        try await waitForHost(HostScheduler.Ticket(id: transferID, host: host, priority: priority), services: services)
-        // From here this attempt holds one of the host's slots until it ends.
         let observe: @Sendable (TransferProgress) -> Void = { [self] progress in
             mutable.withLock { $0.progress = progress }
             onProgress?(progress)
         }
         let startedAt = Date()
-        let outcome: Result<HTTPResponse, TransferError> = try await withUnsafeThrowingContinuation { continuation in
-            let refusal = mutable.withLock { m -> (any Error)? in
-                if let by = m.cancelledBy { return JobCancelled(jobID: id, by: by) }
-                do {
-                    try services.engine.start(request, id: transferID, onProgress: observe) { result in
-                        services.admission.finished(host)
-                        continuation.resume(returning: result)
-                    }
-                } catch {
-                    return error
+        let recorded = request
+        let ended: @Sendable (Result<HTTPResponse, TransferError>) -> Void = { [self] outcome in
+            services.admission.finished(host)
+            let (cancelledBy, attempts) = mutable.withLock { m -> (CancelReason?, Int) in
+                if recorded.recordsExchange {
+                    m.records.append(AttemptRecord(number: m.attempt, startedAt: startedAt, request: recorded, outcome: outcome))
                 }
-                m.state = .running
-                m.attempt += 1
-                return nil
+                return (m.cancelledBy, m.attempt)
             }
-            if let refusal {
-                services.admission.finished(host)
-                continuation.resume(throwing: refusal)
-            }
+            if let by = cancelledBy { return completion(.failure(JobCancelled(jobID: id, by: by))) }
+            completion(outcome.mapError { JobFailed(jobID: id, attempts: attempts, error: $0) })
         }
-        if request.recordsExchange {
-            mutable.withLock { m in
-                m.records.append(AttemptRecord(number: m.attempt, startedAt: startedAt, request: request, outcome: outcome))
+        let refusal = mutable.withLock { m -> (any Error)? in
+            if let by = m.cancelledBy { return JobCancelled(jobID: id, by: by) }
+            do {
+                try services.engine.start(request, id: transferID, onProgress: observe, completion: ended)
+            } catch {
+                return error
             }
+            m.state = .running
+            m.attempt += 1
+            return nil
         }
-        // A cancel that was acknowledged wins over a result that raced it.
-        if let by = mutable.withLock({ $0.cancelledBy }) { throw JobCancelled(jobID: id, by: by) }
-        switch outcome {
-        case .success(let response): return response
-        case .failure(let error): throw JobFailed(jobID: id, attempts: attempts, error: error)
+        if let refusal {
+            services.admission.finished(host)
+            completion(.failure(refusal))
+        }
+    }
+
+    /// Takes one of the host's slots now if its limits allow it without waiting.
+    private func startIfHostFree(_ ticket: HostScheduler.Ticket, services: JobServices) throws -> Bool {
+        try mutable.withLock { m throws -> Bool in
+            if let by = m.cancelledBy { throw JobCancelled(jobID: id, by: by) }
+            return services.admission.startNow(ticket)
         }
     }
 
     /// Queues behind the host's limits; a cancel takes the job out of the queue.
     private func waitForHost(_ ticket: HostScheduler.Ticket, services: JobServices) async throws {
         // Most requests find their host free: start without suspending.
-        let startedAtOnce = try mutable.withLock { m throws -> Bool in
-            if let by = m.cancelledBy { throw JobCancelled(jobID: id, by: by) }
-            return services.admission.startNow(ticket)
-        }
-        if startedAtOnce { return }
+        if try startIfHostFree(ticket, services: services) { return }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             let refusal = mutable.withLock { m -> (any Error)? in
                 if let by = m.cancelledBy { return JobCancelled(jobID: id, by: by) }

@@ -36,35 +36,101 @@ struct JobRunner: Sendable {
         _ model: RequestModel, method: String, url: String, context: RPCContext,
         work: (Job, (@Sendable (TransferProgress) -> Void)?) async throws -> Result
     ) async throws -> Result {
+        let job = try register(model, method: method, url: url, context: context)
+        let startedAt = ContinuousClock.now
+        do {
+            let result = try await work(job, progressReporter(job, model: model, context: context))
+            finished(job, startedAt: startedAt, error: nil)
+            return result
+        } catch {
+            finished(job, startedAt: startedAt, error: error)
+            throw error
+        }
+    }
+
+    /// Runs one request without a task when it can: the first attempt starts on the calling
+    /// thread when its host has room, and when it needs no retry, `answer` runs and `reply`
+    /// is called on the engine thread that finished it. A job that queues behind its host,
+    /// retries, or has a large body to turn into an answer continues in a task.
+    /// What `answer` throws, or why the job failed, goes to `reply`; registration errors
+    /// are thrown here.
+    func start(
+        _ model: RequestModel, request: HTTPRequest, context: RPCContext,
+        answer: @escaping @Sendable (Job, HTTPResponse) throws -> JSONValue,
+        reply: @escaping ReplyingRPCMethod.Reply
+    ) throws {
+        let job = try register(model, method: request.method, url: request.url, context: context)
+        let startedAt = ContinuousClock.now
+        let onProgress = progressReporter(job, model: model, context: context)
+        let complete: @Sendable (Swift.Result<HTTPResponse, any Error>) -> Void = { outcome in
+            let deliver = {
+                let result = Swift.Result { try answer(job, outcome.get()) }
+                finished(job, startedAt: startedAt, error: result.failureValue)
+                reply(result)
+            }
+            // Turning a large body into text or base64 is not work for the engine thread.
+            if case .success(let response) = outcome, response.body.count > Self.inlineAnswerBodyBytes {
+                Task { deliver() }
+            } else {
+                deliver()
+            }
+        }
+        let retries = { @Sendable (state: RetryState, wait: Retry?) -> Void in
+            Task {
+                do {
+                    complete(.success(try await attemptWithRetries(
+                        job, model: model, prepare: { request }, context: context,
+                        onProgress: onProgress, state: state, firstWait: wait)))
+                } catch {
+                    complete(.failure(error))
+                }
+            }
+        }
+        let started: Bool
+        do {
+            started = try job.attemptNow(request, host: HostKey(model.url), priority: model.priority, on: services,
+                                         onProgress: onProgress) { outcome in
+                var state = RetryState()
+                switch judge(outcome, job: job, model: model, url: request.url, state: &state) {
+                case .final(let result): complete(result)
+                case .retry(let wait): retries(state, wait)
+                }
+            }
+        } catch {
+            return complete(.failure(error))
+        }
+        if !started { retries(RetryState(), nil) }
+    }
+
+    /// Bodies up to this size become the answer on the engine thread; larger ones in a task.
+    static let inlineAnswerBodyBytes = 256 << 10
+
+    private func register(_ model: RequestModel, method: String, url: String, context: RPCContext) throws -> Job {
         let job = try jobs.register(
             jobID: model.jobID, connectionID: context.connectionID, detach: model.detach,
             method: method, url: url, comment: model.comment)
-        var succeeded = false
-        var outcome = HARBuilder.JobOutcome.succeeded
-        let startedAt = ContinuousClock.now
         services.log.debug("job \(job.id) from connection \(context.connectionID): \(method) \(url)")
-        defer {
-            jobs.finish(job, succeeded: succeeded)
-            services.httpLog.jobFinished(job, outcome: outcome)
-            services.log.debug("job \(job.id): \(outcome.text) after \(job.attempts) attempt(s), \(ContinuousClock.now - startedAt)")
+        return job
+    }
+
+    /// Unregisters the job, writes its HTTP log, and counts it as finished or failed.
+    private func finished(_ job: Job, startedAt: ContinuousClock.Instant, error: (any Error)?) {
+        let outcome: HARBuilder.JobOutcome
+        switch error {
+        case nil: outcome = .succeeded
+        case let cancelled as JobCancelled: outcome = .cancelled(cancelled.by.rawValue)
+        case let error?: outcome = .failed(ErrorMapping.rpcError(for: error).message)
         }
-        var onProgress: (@Sendable (TransferProgress) -> Void)? = nil
-        if model.progress {
-            let jobID = job.id
-            onProgress = { progress in
-                context.notify("progress", ResponseFields.progress(jobID: jobID, progress))
-            }
-        }
-        do {
-            let result = try await work(job, onProgress)
-            succeeded = true
-            return result
-        } catch let cancelled as JobCancelled {
-            outcome = .cancelled(cancelled.by.rawValue)
-            throw cancelled
-        } catch {
-            outcome = .failed(ErrorMapping.rpcError(for: error).message)
-            throw error
+        jobs.finish(job, succeeded: error == nil)
+        services.httpLog.jobFinished(job, outcome: outcome)
+        services.log.debug("job \(job.id): \(outcome.text) after \(job.attempts) attempt(s), \(ContinuousClock.now - startedAt)")
+    }
+
+    private func progressReporter(_ job: Job, model: RequestModel, context: RPCContext) -> (@Sendable (TransferProgress) -> Void)? {
+        guard model.progress else { return nil }
+        let jobID = job.id
+        return { progress in
+            context.notify("progress", ResponseFields.progress(jobID: jobID, progress))
         }
     }
 
@@ -87,40 +153,86 @@ struct JobRunner: Sendable {
         ])
     }
 
+    /// A wait before the next attempt, and why.
+    struct Retry: Sendable {
+        let wait: Double
+        let reason: String
+    }
+
+    /// A job's retry bookkeeping across its attempts.
+    struct RetryState: Sendable {
+        /// Drawn at the first retry: no getrandom per request.
+        var jitter: Double?
+        var waited = 0.0
+    }
+
+    /// What an attempt's outcome means for its job: the result, or another attempt.
+    enum Verdict {
+        case final(Swift.Result<HTTPResponse, any Error>)
+        case retry(Retry)
+    }
+
+    /// Judges one attempt by the job's retry policy. A 429 or 503 with Retry-After also
+    /// pauses the host for everyone. Only statuses and transfer failures are retried, never
+    /// a cancel or a local error.
+    private func judge(
+        _ outcome: Swift.Result<HTTPResponse, any Error>, job: Job, model: RequestModel, url: String,
+        state: inout RetryState
+    ) -> Verdict {
+        let policy = model.retryPolicy
+        let judged: RetryPolicy.Outcome
+        switch outcome {
+        case .success(let answer):
+            let retryAfter = answer.headers.last(named: "Retry-After")
+            judged = .status(answer.status, retryAfter: retryAfter)
+            pauseHostIfAsked(status: answer.status, retryAfter: retryAfter, url: url, policy: policy)
+        case .failure(let failed as JobFailed):
+            judged = .failure(failed.error.kind)
+        case .failure:
+            return .final(outcome)
+        }
+        if state.jitter == nil && !judged.isFinalSuccess { state.jitter = Double.random(in: 0..<1) }
+        let decision = policy.decide(attempt: job.attempts, outcome: judged, waitedSoFar: state.waited,
+                                     jitter: state.jitter ?? 0, now: Date())
+        guard case .retry(let wait, let reason) = decision else { return .final(outcome) }
+        return .retry(Retry(wait: wait, reason: reason))
+    }
+
     /// Attempts until the retry policy says stop; the whole request is sent again each
     /// time (a body file is read again). The last response is the result; a network failure
-    /// on the last attempt is the error.
+    /// on the last attempt is the error. `firstWait`: a retry already decided.
     private func attemptWithRetries(
         _ job: Job, model: RequestModel, prepare: () async throws -> HTTPRequest, context: RPCContext,
-        onProgress: (@Sendable (TransferProgress) -> Void)?
+        onProgress: (@Sendable (TransferProgress) -> Void)?, state: RetryState = RetryState(), firstWait: Retry? = nil
     ) async throws -> HTTPResponse {
-        let policy = model.retryPolicy
-        var jitter: Double? = nil  // drawn at the first retry: no getrandom per request
-        var waited = 0.0
+        var state = state
+        var pending = firstWait
         while true {
-            let outcome: RetryPolicy.Outcome
-            var failure: JobFailed? = nil
-            var response: HTTPResponse? = nil
+            if let retry = pending {
+                announceRetry(job, model: model, context: context, wait: retry.wait, reason: retry.reason)
+                try await job.waitBeforeRetry(seconds: retry.wait)
+                state.waited += retry.wait
+            }
+            let request = try await prepare()
+            let outcome: Swift.Result<HTTPResponse, any Error>
             do {
-                let request = try await prepare()
-                let answer = try await job.attempt(request, host: HostKey(model.url), priority: model.priority, on: services, onProgress: onProgress)
-                response = answer
-                let retryAfter = answer.headers.last(named: "Retry-After")
-                outcome = .status(answer.status, retryAfter: retryAfter)
-                pauseHostIfAsked(status: answer.status, retryAfter: retryAfter, url: request.url, policy: policy)
-            } catch let failed as JobFailed {
-                failure = failed
-                outcome = .failure(failed.error.kind)
+                outcome = .success(try await job.attempt(request, host: HostKey(model.url), priority: model.priority,
+                                                         on: services, onProgress: onProgress))
+            } catch {
+                outcome = .failure(error)
             }
-            if jitter == nil && !(outcome.isFinalSuccess) { jitter = Double.random(in: 0..<1) }
-            let decision = policy.decide(attempt: job.attempts, outcome: outcome, waitedSoFar: waited, jitter: jitter ?? 0, now: Date())
-            guard case .retry(let wait, let reason) = decision else {
-                if let response { return response }
-                throw failure!
+            switch judge(outcome, job: job, model: model, url: request.url, state: &state) {
+            case .final(let result): return try result.get()
+            case .retry(let retry): pending = retry
             }
-            announceRetry(job, model: model, context: context, wait: wait, reason: reason)
-            try await job.waitBeforeRetry(seconds: wait)
-            waited += wait
         }
+    }
+}
+
+extension Result {
+    /// The error, or nil on success.
+    var failureValue: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
     }
 }

@@ -3,8 +3,9 @@ import Foundation
 import JSONRPC
 
 /// `fetch`: the request model plus how to return the body; the body comes back in the
-/// answer (up to `maxBodyBytes`).
-struct FetchMethod: RPCMethod {
+/// answer (up to `maxBodyBytes`). Started on the thread that read it, answered from the
+/// engine thread (see `JobRunner.start`).
+struct FetchMethod: ReplyingRPCMethod {
     static let name = "fetch"
 
     enum BodyMode: String, CaseIterable {
@@ -41,16 +42,16 @@ struct FetchMethod: RPCMethod {
     let runner: JobRunner
     let policy: FilePolicy
 
-    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
+    func start(_ params: JSONValue?, context: RPCContext, reply: @escaping Reply) throws {
         let params = try Params(params, policy: policy)
         let startedAt = ContinuousClock.now
         let request = params.model.httpRequest(maxBodyBytes: params.maxBodyBytes)
-        return try await runner.run(params.model, request: request, context: context) { job, response in
+        try runner.start(params.model, request: request, context: context, answer: { job, response in
             var result = ResponseFields.common(job: job, response: response, startedAt: startedAt)
             result["bytes"] = JSONValue(response.body.count)
             Self.addBody(response.body, mode: params.bodyMode, to: &result)
             return .object(result)
-        }
+        }, reply: reply)
     }
 
     /// auto: text when the bytes are UTF-8, else base64. json: parsed; when the body is not

@@ -12,8 +12,10 @@ import Synchronization
 /// replaces an older one still waiting), so they never pile up without bound.
 final class Connection: Sendable {
     struct Hooks: Sendable {
-        /// Answers a line at once when it can, else hands back the decoded message.
-        let prepare: @Sendable (_ line: [UInt8], _ context: RPCContext) -> RPCDispatcher.Prepared
+        /// Answers a line at once when it can, or starts it (its answer goes to `later`), or
+        /// hands back the decoded message.
+        let prepare: @Sendable (_ line: [UInt8], _ context: RPCContext, _ later: @escaping @Sendable (JSONValue?) -> Void)
+            -> RPCDispatcher.Prepared
         /// Answers a decoded message; nil when nothing is owed.
         let answer: @Sendable (_ message: JSONValue, _ context: RPCContext) async -> JSONValue?
         let maxMessageBytes: Int
@@ -114,27 +116,39 @@ final class Connection: Sendable {
             let error = RPCMessage.error(id: .null, .messageTooLarge(limit: hooks.maxMessageBytes))
             send(RPCMessage.line(error))
         case .line(let line):
+            // Every line is in flight from here until its answer (or nothing) is delivered:
+            // a started method may answer from another thread before `prepare` returns.
+            state.withLock { $0.inFlight += 1 }
             let context = self.context
-            switch hooks.prepare(line, context) {
+            switch hooks.prepare(line, context, { [self] answer in answered(answer) }) {
             case .answered(let answer):
-                if let answer { send(RPCMessage.line(answer)) }
+                answered(answer)
+            case .started:
+                break
             case .deferred(let message):
-                state.withLock { $0.inFlight += 1 }
                 let hooks = self.hooks
-                Task {
-                    if let answer = await hooks.answer(message, context) {
-                        self.send(RPCMessage.line(answer))
-                    }
-                    // Only a client that stopped sending may now be due to close: no wake-up
-                    // of the loop for every answer.
-                    let closing = self.state.withLock { s -> Bool in
-                        s.inFlight -= 1
-                        return s.readClosed && s.inFlight == 0
-                    }
-                    if closing { self.loop.execute { self.closeIfDone() } }
-                }
+                Task { self.answered(await hooks.answer(message, context)) }
             }
         }
+    }
+
+    /// Delivers the answer to one line (nil: nothing was owed), from any thread.
+    private func answered(_ answer: JSONValue?) {
+        let line = answer.map(RPCMessage.line)
+        let (gone, closing) = state.withLock { s -> (Bool, Bool) in
+            s.inFlight -= 1
+            var gone = false
+            if let line, !s.vanished, !s.closed {
+                s.outbound.append(line)
+                gone = !s.outbound.flush(to: fd)
+            }
+            return (gone, s.readClosed && s.inFlight == 0)
+        }
+        if gone { loop.execute { self.peerVanished(); self.closeIfDone() } }
+        if line != nil { updateInterest() }
+        // Only a client that stopped sending may now be due to close: no wake-up of the loop
+        // for every answer.
+        if closing { loop.execute { self.closeIfDone() } }
     }
 
     // MARK: writing (any thread)
