@@ -65,3 +65,4 @@ int fetchd_start_writeback(int fd, long long offset, long long length) {
 }
 
 int fetchd_limit_malloc_arenas(int arenas) { return mallopt(M_ARENA_MAX, arenas); }
+int fetchd_release_free_memory(void) { return malloc_trim(0); }

@@ -39,7 +39,7 @@ public final class Daemon: Sendable {
         }
         let httpLog = HTTPLog(defaultDirectory: options.httpLogDirectory(environment: environment), log: log)
         self.httpLog = httpLog
-        let jobs = JobRegistry(services: JobServices(engine: engine, admission: admission, httpLog: httpLog, log: log))
+        let jobs = JobRegistry(services: JobServices(engine: engine, admission: admission, httpLog: httpLog, log: log, answers: AnswerWorker(aroundBurst: { WriteCork.around($0) })))
         self.jobs = jobs
         let runner = JobRunner(jobs: jobs)
         let policy = FilePolicy(allowedDirectories: options.allowedDirectories)
@@ -82,7 +82,9 @@ public final class Daemon: Sendable {
     }
 
     public func start() {
-        server.start()
+        // One thread reads requests and runs the transfers: no hand-off between them.
+        let engine = self.engine
+        server.start { fd, onReadable in engine.watch(fd, onReadable: onReadable) }
         log.notice("fetchd \(FetchdVersion.text) listening on \(socketPath)")
     }
 

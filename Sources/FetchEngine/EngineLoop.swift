@@ -11,6 +11,8 @@ final class EngineLoop: @unchecked Sendable {
         case stop
         /// Reads or edits the cookie jars, between transfers' steps, so nothing races.
         case cookies(@Sendable (CookieJars) -> Void)
+        /// Waits on one more descriptor beside the transfers' sockets.
+        case watch(Int32, @Sendable () -> Void)
     }
 
     private let settings: EngineSettings
@@ -20,7 +22,11 @@ final class EngineLoop: @unchecked Sendable {
     /// Told (on the engine thread) the name of a jar a finished transfer may have changed.
     let cookieObserver = Locked<(@Sendable (String) -> Void)?>(nil)
 
+    /// The engine thread, once it runs: commands it gives itself need no wake-up.
+    private let engineThread = Atomic<UInt>(0)
+
     // Engine thread only.
+    private var watched: (fd: Int32, onReadable: @Sendable () -> Void)?
     private var active: [UInt64: Transfer] = [:]
     private var handlePool: [UnsafeMutableRawPointer] = []
     private var stopping = false
@@ -40,10 +46,12 @@ final class EngineLoop: @unchecked Sendable {
             queue.append(command)
             return queue.count == 1
         }
-        if first { curl_multi_wakeup(multi) }
+        // The engine thread drains its queue before it next waits.
+        if first && pthread_self() != engineThread.load(ordering: .relaxed) { curl_multi_wakeup(multi) }
     }
 
     func run() {
+        engineThread.store(pthread_self(), ordering: .relaxed)
         var running: Int32 = 0
         while !stopping || !active.isEmpty {
             drainCommands()
@@ -52,7 +60,14 @@ final class EngineLoop: @unchecked Sendable {
             collectFinished()
             // Sleeps until a socket is ready, a curl timer is due, or submit() wakes it.
             // Idle, nothing to time: sleep long (libcurl shortens it when it has timers).
-            curl_multi_poll(multi, nil, 0, active.isEmpty ? 60_000 : 1000, nil)
+            let timeout: Int32 = active.isEmpty ? 60_000 : 1000
+            if let watched {
+                var extra = curl_waitfd(fd: watched.fd, events: Int16(CURL_WAIT_POLLIN), revents: 0)
+                curl_multi_poll(multi, &extra, 1, timeout, nil)
+                if extra.revents & Int16(CURL_WAIT_POLLIN) != 0 { watched.onReadable() }
+            } else {
+                curl_multi_poll(multi, nil, 0, timeout, nil)
+            }
         }
         drainCommands()  // answers cookie commands that came with or after the stop
         for handle in handlePool { curl_easy_cleanup(handle) }
@@ -75,6 +90,7 @@ final class EngineLoop: @unchecked Sendable {
                 stopping = true
                 for id in Array(active.keys) { cancel(id, reason: "engine stopped") }
             case .cookies(let work): work(jars)
+            case .watch(let fd, let onReadable): watched = (fd, onReadable)
             }
         }
     }

@@ -60,6 +60,14 @@ public final class HTTPEngine: Sendable {
                         onProgress: onProgress, completion: completion)
     }
 
+    /// Waits on `fd` together with the transfers' sockets and calls `onReadable` on the
+    /// engine thread whenever it is readable, so another event source (an epoll set) can be
+    /// served by this thread with no hop between threads. `onReadable` must not block; what
+    /// it starts with `start` begins without a wake-up.
+    public func watch(_ fd: Int32, onReadable: @escaping @Sendable () -> Void) {
+        loop.submit(.watch(fd, onReadable))
+    }
+
     /// Stops a queued or running transfer at once; its completion gets `.cancelled`.
     /// Unknown or finished ids are ignored.
     public func cancel(_ id: UInt64) {

@@ -62,8 +62,12 @@ public final class HostAdmission: Sendable {
 
     /// A started request ended: its host may take another.
     public func finished(_ host: HostKey) {
-        state.withLock { $0.scheduler.finished(host: host) }
-        pump()
+        let idle = state.withLock { s -> Bool in
+            s.scheduler.finished(host: host)
+            // Nothing waits and no timer is set: nothing to admit or to schedule.
+            return s.scheduler.queued == 0 && s.timerDeadline == nil && s.scheduler.hosts.count < 64
+        }
+        if !idle { pump() }
     }
 
     /// Holds new starts for the host for `seconds`, for every client.

@@ -44,6 +44,14 @@ public struct HostScheduler: Sendable {
         public var theoreticalArrival: Double = -Double.infinity
         public var pausedUntil: Double?
 
+        /// Counts a start against the host's concurrency and its rate.
+        fileprivate mutating func start(now: Double, limit: Limit) {
+            running += 1
+            if let rps = limit.requestsPerSecond, rps > 0 {
+                theoreticalArrival = max(theoreticalArrival, now) + 1 / rps
+            }
+        }
+
         /// Higher priority first; equal priority keeps arrival order (searching from the
         /// back, since new requests usually go last).
         fileprivate mutating func insert(_ ticket: Ticket) {
@@ -70,7 +78,9 @@ public struct HostScheduler: Sendable {
 
     /// The limit for a host: its `name:port` entry, else its `name` entry, else `*`.
     public func limit(for host: HostKey) -> Limit {
-        limits[host.nameAndPort] ?? limits[host.name] ?? limits["*"] ?? Limit()
+        // Only `*`: no lookups by name (the common case, on every request).
+        if limits.count == 1, let any = limits["*"] { return any }
+        return limits[host.nameAndPort] ?? limits[host.name] ?? limits["*"] ?? Limit()
     }
 
     /// Which configured entry a host's limit comes from.
@@ -112,12 +122,7 @@ public struct HostScheduler: Sendable {
         } else if limit.maxConcurrent == 0 {
             return false
         }
-        var state = hosts.removeValue(forKey: ticket.host) ?? HostState()
-        state.running += 1
-        if let rps = limit.requestsPerSecond, rps > 0 {
-            state.theoreticalArrival = max(state.theoreticalArrival, now) + 1 / rps
-        }
-        hosts[ticket.host] = state
+        hosts[ticket.host, default: HostState()].start(now: now, limit: limit)  // in place
         return true
     }
 
@@ -143,10 +148,7 @@ public struct HostScheduler: Sendable {
             while count < state.waiting.count, canStart(state, limit: limit, now: now) {
                 started.append(state.waiting[count])
                 count += 1
-                state.running += 1
-                if let rps = limit.requestsPerSecond, rps > 0 {
-                    state.theoreticalArrival = max(state.theoreticalArrival, now) + 1 / rps
-                }
+                state.start(now: now, limit: limit)
             }
             if count > 0 {
                 state.waiting.removeFirst(count)
@@ -158,9 +160,13 @@ public struct HostScheduler: Sendable {
     }
 
     public mutating func finished(host: HostKey) {
-        guard let running = hosts[host]?.running else { return }
-        hosts[host]?.running = max(0, running - 1)
-        forgetIfIdle(host)
+        guard let index = hosts.index(forKey: host) else { return }
+        let state = hosts.values[index]
+        if state.running <= 1, state.waiting.isEmpty, state.pausedUntil == nil, state.theoreticalArrival == -Double.infinity {
+            hosts.remove(at: index)  // nothing left to remember
+        } else {
+            hosts.values[index].running = max(0, state.running - 1)
+        }
     }
 
     /// No new starts for this host until `until` (a Retry-After), for every client.
@@ -226,12 +232,24 @@ public struct HostKey: Hashable, Sendable, CustomStringConvertible {
         self.scheme = scheme.lowercased()
         self.name = name.lowercased()
         self.port = port
+        nameAndPort = "\(self.name):\(port)"
     }
 
     public init(_ url: RequestURL) {
         self.init(scheme: url.scheme, name: url.host, port: url.port)
     }
 
-    public var nameAndPort: String { "\(name):\(port)" }
+    public static func == (lhs: HostKey, rhs: HostKey) -> Bool {
+        lhs.port == rhs.port && lhs.name == rhs.name && lhs.scheme == rhs.scheme
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(name)
+        hasher.combine(port)
+        hasher.combine(scheme)
+    }
+
+    /// `name:port`, made once: limits are looked up by it.
+    public let nameAndPort: String
     public var description: String { "\(scheme)://\(name):\(port)" }
 }

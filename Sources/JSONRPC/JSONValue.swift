@@ -22,8 +22,10 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
         for (key, value) in members { self[key] = value }
     }
 
+    /// A literal's keys are distinct (checked in debug builds): no duplicate search.
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
-        self.init(elements)
+        assert(Set(elements.map(\.0)).count == elements.count, "duplicate key in a JSON object literal")
+        members = elements.map { (key: $0.0, value: $0.1) }
     }
 
     /// Members already known to have distinct keys (from the parser): no duplicate search.
@@ -63,7 +65,10 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral,
     public init(booleanLiteral value: Bool) { self = .bool(value) }
     public init(floatLiteral value: Double) { self = .double(value) }
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
-    public init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(JSONObject(elements)) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        assert(Set(elements.map(\.0)).count == elements.count, "duplicate key in a JSON object literal")
+        self = .object(JSONObject(uniqueMembers: elements))
+    }
     public init(nilLiteral: ()) { self = .null }
 }
 

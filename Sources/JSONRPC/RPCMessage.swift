@@ -40,8 +40,12 @@ public struct RPCRequest: Sendable {
         default:
             return .failure(AnswerableError(id: answerID, error: .invalidRequest("params must be an object or an array")))
         }
-        if let unknown = object.keys.first(where: { !["jsonrpc", "id", "method", "params"].contains($0) }) {
-            return .failure(AnswerableError(id: answerID, error: .invalidRequest("unknown member \"\(unknown)\"")))
+        for member in object.members {
+            switch member.key {
+            case "jsonrpc", "id", "method", "params": continue
+            default:
+                return .failure(AnswerableError(id: answerID, error: .invalidRequest("unknown member \"\(member.key)\"")))
+            }
         }
         return .success(RPCRequest(id: id, method: method, params: params))
     }

@@ -20,5 +20,7 @@ int fetchd_removexattr(const char *path, const char *name);
 int fetchd_start_writeback(int fd, long long offset, long long length);
 /* mallopt(M_ARENA_MAX, n): bounds glibc's per-thread arenas. */
 int fetchd_limit_malloc_arenas(int arenas);
+/* malloc_trim(0): returns the free pages of every arena to the system. */
+int fetchd_release_free_memory(void);
 extern const unsigned int FETCHD_EPOLLIN, FETCHD_EPOLLOUT, FETCHD_EPOLLRDHUP, FETCHD_EPOLLHUP, FETCHD_EPOLLERR;
 #endif

@@ -242,6 +242,16 @@ final class Job: Sendable {
         return cancelled
     }
 
+    /// The job's outcome is decided: from now on a cancel answers false. Returns who
+    /// cancelled it first, if anyone did: then the outcome is that cancel.
+    func settle() -> CancelReason? {
+        mutable.withLock { m in
+            if let by = m.cancelledBy { return by }
+            m.finished = true
+            return nil
+        }
+    }
+
     /// After this, cancels answer false.
     func markFinished() {
         mutable.withLock { $0.finished = true }
@@ -254,4 +264,6 @@ struct JobServices: Sendable {
     let admission: HostAdmission
     let httpLog: HTTPLog
     let log: Logger
+    /// Builds answers beside the engine thread when it is busy.
+    let answers: AnswerWorker
 }

@@ -21,8 +21,12 @@ final class JobRegistry: Sendable {
         var shuttingDown = false
     }
 
+    private let memory: IdleMemoryRelease
+
     init(services: JobServices) {
         self.services = services
+        let state = self.state
+        memory = IdleMemoryRelease { state.withLock { $0.live.isEmpty } }
     }
 
     /// Registers a job under the client's id, or a fresh one.
@@ -63,10 +67,12 @@ final class JobRegistry: Sendable {
 
     func finish(_ job: Job, succeeded: Bool) {
         job.markFinished()
-        state.withLock { s in
+        let drained = state.withLock { s -> Bool in
             s.live[job.id] = nil
             if succeeded { s.finished += 1 } else { s.failed += 1 }
+            return s.live.isEmpty
         }
+        if drained { memory.jobsDrained() }
     }
 
     func cancel(jobID: String, by reason: CancelReason) -> Bool {

@@ -26,6 +26,8 @@ struct JobRunner: Sendable {
     ) async throws -> Result {
         try await runJob(model, method: method, url: url, context: context) { job, onProgress in
             let response = try await attemptWithRetries(job, model: model, prepare: prepare, context: context, onProgress: onProgress)
+            // Settled before its result is made (a download lands): a cancel after this is too late.
+            if let by = job.settle() { throw JobCancelled(jobID: job.id, by: by) }
             return try await body(job, response)
         }
     }
@@ -40,9 +42,12 @@ struct JobRunner: Sendable {
         let startedAt = ContinuousClock.now
         do {
             let result = try await work(job, progressReporter(job, model: model, context: context))
+            // A cancel that was acknowledged wins over a result that raced it.
+            if let by = job.settle() { throw JobCancelled(jobID: job.id, by: by) }
             finished(job, startedAt: startedAt, error: nil)
             return result
         } catch {
+            let error = Self.settled(job, error)
             finished(job, startedAt: startedAt, error: error)
             throw error
         }
@@ -62,15 +67,31 @@ struct JobRunner: Sendable {
         let job = try register(model, method: request.method, url: request.url, context: context)
         let startedAt = ContinuousClock.now
         let onProgress = progressReporter(job, model: model, context: context)
-        let complete: @Sendable (Swift.Result<HTTPResponse, any Error>) -> Void = { outcome in
-            let deliver = {
+        let complete: @Sendable (Swift.Result<HTTPResponse, any Error>) -> Void = { ended in
+            // Settled where it ended: a cancel acknowledged before this wins, one after it
+            // answers false, even while the answer is still being made.
+            let outcome: Swift.Result<HTTPResponse, any Error>
+            switch ended {
+            case .success(let response):
+                if let by = job.settle() {
+                    outcome = .failure(JobCancelled(jobID: job.id, by: by))
+                } else {
+                    outcome = .success(response)
+                }
+            case .failure(let error):
+                outcome = .failure(Self.settled(job, error))
+            }
+            let deliver = { @Sendable in
                 let result = Swift.Result { try answer(job, outcome.get()) }
                 finished(job, startedAt: startedAt, error: result.failureValue)
                 reply(result)
             }
-            // Turning a large body into text or base64 is not work for the engine thread.
+            // Turning a large body into text or base64 is not work for the engine thread; nor is
+            // any answer while other transfers are running: they go on while it is built.
             if case .success(let response) = outcome, response.body.count > Self.inlineAnswerBodyBytes {
                 Task { deliver() }
+            } else if services.engine.activeTransfers >= Self.handOffAnswersAboveActive {
+                services.answers.execute(deliver)
             } else {
                 deliver()
             }
@@ -102,8 +123,17 @@ struct JobRunner: Sendable {
         if !started { retries(RetryState(), nil) }
     }
 
+    /// A job that failed is settled too; if a cancel came first, the cancel is its outcome.
+    private static func settled(_ job: Job, _ error: any Error) -> any Error {
+        if error is JobCancelled { return error }
+        if let by = job.settle() { return JobCancelled(jobID: job.id, by: by) }
+        return error
+    }
+
     /// Bodies up to this size become the answer on the engine thread; larger ones in a task.
     static let inlineAnswerBodyBytes = 256 << 10
+    /// With this many transfers still running, answers are built on the answer worker.
+    static let handOffAnswersAboveActive = 4
 
     private func register(_ model: RequestModel, method: String, url: String, context: RPCContext) throws -> Job {
         let job = try jobs.register(

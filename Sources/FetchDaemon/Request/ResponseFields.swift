@@ -8,7 +8,7 @@ enum ResponseFields {
     static func headers(_ headers: [HTTPHeader]) -> JSONValue {
         var object = JSONObject()
         for header in headers {
-            let name = header.name.lowercased()
+            let name = lowercased(header.name)
             let separator = name == "set-cookie" ? "\n" : ", "
             if case .string(let earlier)? = object[name] {
                 object[name] = .string(earlier + separator + header.value)
@@ -17,6 +17,19 @@ enum ResponseFields {
             }
         }
         return .object(object)
+    }
+
+    /// Header names are ASCII tokens: lowercased without Unicode tables, and not copied
+    /// when already lowercase.
+    private static func lowercased(_ name: String) -> String {
+        guard name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else { return name }
+        let utf8 = name.utf8
+        return String(unsafeUninitializedCapacity: utf8.count) { buffer in
+            for (index, byte) in utf8.enumerated() {
+                buffer[index] = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+            }
+            return utf8.count
+        }
     }
 
     static func common(job: Job, response: HTTPResponse, startedAt: ContinuousClock.Instant) -> JSONObject {

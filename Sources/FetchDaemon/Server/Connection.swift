@@ -44,7 +44,14 @@ final class Connection: Sendable {
         var vanished = false
         var closed = false
         var interest: UInt32 = 0
+        /// Answers wait in `outbound` for the end of a `WriteCork` burst.
+        var heldBack = false
     }
+
+    /// What methods see of this connection, and where their answers go: made once, not
+    /// per request. They hold the connection weakly.
+    let context: RPCContext
+    private let deliver: @Sendable (JSONValue?) -> Void
 
     init(id: UInt64, fd: Int32, loop: EventLoop, hooks: Hooks) {
         self.id = id
@@ -53,6 +60,10 @@ final class Connection: Sendable {
         self.hooks = hooks
         framer = LineFramer(maxLineBytes: hooks.maxMessageBytes)
         state = Locked(State())
+        let me = WeakConnection()
+        context = RPCContext(connectionID: id) { method, params in me.connection?.notify(method: method, params: params) }
+        deliver = { answer in me.connection?.answered(answer) }
+        me.connection = self
     }
 
     // Readable and peer-half-closed are level-triggered: asked for only while reading, or an
@@ -64,12 +75,6 @@ final class Connection: Sendable {
         let events = Self.readEvents
         state.withLock { $0.interest = events }
         loop.register(fd, events: events) { [self] events in handle(events) }
-    }
-
-    var context: RPCContext {
-        RPCContext(connectionID: id) { [weak self] method, params in
-            self?.notify(method: method, params: params)
-        }
     }
 
     // MARK: reading (loop thread)
@@ -87,6 +92,8 @@ final class Connection: Sendable {
         closeIfDone()
     }
 
+    /// Reads what one buffer holds: readiness is level-triggered, so more is reported again,
+    /// and one busy client cannot hold the loop (no extra read just to see EAGAIN).
     private func readAvailable() {
         let buffer = loop.readBuffer
         while true {
@@ -95,6 +102,7 @@ final class Connection: Sendable {
             if n > 0 {
                 let events = framer.feed(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
                 for event in events { dispatch(event) }
+                return
             } else if n == 0 {
                 state.withLock { $0.readClosed = true }
                 updateInterest()
@@ -119,33 +127,54 @@ final class Connection: Sendable {
             // Every line is in flight from here until its answer (or nothing) is delivered:
             // a started method may answer from another thread before `prepare` returns.
             state.withLock { $0.inFlight += 1 }
-            let context = self.context
-            switch hooks.prepare(line, context, { [self] answer in answered(answer) }) {
-            case .answered(let answer):
-                answered(answer)
-            case .started:
-                break
-            case .deferred(let message):
-                let hooks = self.hooks
-                Task { self.answered(await hooks.answer(message, context)) }
+            // Parsing a large message is not work for the loop's thread (which also runs
+            // the transfers): it goes to a task.
+            if line.count > Self.parseInTaskAboveBytes {
+                Task { self.prepareAndAnswer(line) }
+            } else {
+                prepareAndAnswer(line)
             }
         }
     }
 
-    /// Delivers the answer to one line (nil: nothing was owed), from any thread.
+    static let parseInTaskAboveBytes = 256 << 10
+
+    private func prepareAndAnswer(_ line: [UInt8]) {
+        let context = self.context
+        switch hooks.prepare(line, context, deliver) {
+        case .answered(let answer):
+            answered(answer)
+        case .started:
+            break
+        case .deferred(let message):
+            let hooks = self.hooks
+            Task { self.answered(await hooks.answer(message, context)) }
+        }
+    }
+
+    /// Delivers the answer to one line (nil: nothing was owed), from any thread. Under a
+    /// `WriteCork` the write waits for the end of the burst.
     private func answered(_ answer: JSONValue?) {
         let line = answer.map(RPCMessage.line)
-        let (gone, closing) = state.withLock { s -> (Bool, Bool) in
+        let cork = line == nil ? nil : WriteCork.current
+        let (gone, closing, holdBack) = state.withLock { s -> (Bool, Bool, Bool) in
             s.inFlight -= 1
             var gone = false
+            var holdBack = false
             if let line, !s.vanished, !s.closed {
                 s.outbound.append(line)
-                gone = !s.outbound.flush(to: fd)
+                if cork == nil {
+                    gone = !s.outbound.flush(to: fd)
+                } else if !s.heldBack {
+                    s.heldBack = true
+                    holdBack = true
+                }
             }
-            return (gone, s.readClosed && s.inFlight == 0)
+            return (gone, s.readClosed && s.inFlight == 0, holdBack)
         }
+        if holdBack, let cork { WriteCork.holdBack(self, in: cork) }
         if gone { loop.execute { self.peerVanished(); self.closeIfDone() } }
-        if line != nil { updateInterest() }
+        if line != nil && cork == nil { updateInterest() }
         // Only a client that stopped sending may now be due to close: no wake-up of the loop
         // for every answer.
         if closing { loop.execute { self.closeIfDone() } }
@@ -158,6 +187,17 @@ final class Connection: Sendable {
         let gone = state.withLock { s -> Bool in
             guard !s.vanished, !s.closed else { return false }
             s.outbound.append(line)
+            return !s.outbound.flush(to: fd)
+        }
+        if gone { loop.execute { self.peerVanished(); self.closeIfDone() } }
+        updateInterest()
+    }
+
+    /// Writes the answers a `WriteCork` held back.
+    func flushHeldBack() {
+        let gone = state.withLock { s -> Bool in
+            s.heldBack = false
+            guard !s.vanished, !s.closed else { return false }
             return !s.outbound.flush(to: fd)
         }
         if gone { loop.execute { self.peerVanished(); self.closeIfDone() } }
@@ -262,4 +302,10 @@ final class Connection: Sendable {
     var isDrained: Bool {
         state.withLock { $0.inFlight == 0 && ($0.vanished || ($0.outbound.isEmpty && $0.pendingNotifications.isEmpty)) }
     }
+}
+
+/// Lets closures made in `Connection.init` reach it without keeping it alive.
+private final class WeakConnection: @unchecked Sendable {
+    // Set once, in Connection.init, before any closure can run.
+    weak var connection: Connection?
 }

@@ -3,8 +3,9 @@ import Foundation
 internal import CLinux
 import Synchronization
 
-/// A small epoll loop on its own thread. Handlers are registered and run on that thread;
-/// `modify` and `execute` may be called from any thread.
+/// A small epoll loop, run by one thread: its own (`start`), or a thread that waits on
+/// `pollFD` among other things and calls `runReady` (the engine's). Handlers are registered
+/// and run on that thread; `modify` and `execute` may be called from any thread.
 final class EventLoop: @unchecked Sendable {
     typealias Handler = (_ events: UInt32) -> Void
 
@@ -14,6 +15,8 @@ final class EventLoop: @unchecked Sendable {
     private let stopped = Atomic<Bool>(false)
     // Loop thread only.
     private var handlers: [Int32: Handler] = [:]
+    private var fds = [Int32](repeating: 0, count: 256)
+    private var events = [UInt32](repeating: 0, count: 256)
     /// One receive buffer for every connection: only the loop thread reads.
     let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
 
@@ -29,6 +32,9 @@ final class EventLoop: @unchecked Sendable {
         close(epollFD)
         close(wakeFD)
     }
+
+    /// Readable while events wait: for a thread that drives this loop with `runReady`.
+    var pollFD: Int32 { epollFD }
 
     func start(name: String) {
         let thread = Thread { [self] in run() }
@@ -53,11 +59,17 @@ final class EventLoop: @unchecked Sendable {
         fetchd_epoll_del(epollFD, fd)
     }
 
-    /// Runs `block` on the loop thread soon.
+    /// Runs `block` on the loop thread soon. Only the first block into an empty queue
+    /// wakes the loop.
     func execute(_ block: @escaping @Sendable () -> Void) {
-        queued.withLock { $0.append(block) }
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, 8)
+        let first = queued.withLock { q -> Bool in
+            q.append(block)
+            return q.count == 1
+        }
+        if first {
+            var one: UInt64 = 1
+            _ = write(wakeFD, &one, 8)
+        }
     }
 
     func stop() {
@@ -66,30 +78,37 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func run() {
-        var fds = [Int32](repeating: 0, count: 256)
-        var events = [UInt32](repeating: 0, count: 256)
         while !stopped.load(ordering: .relaxed) {
-            let count = fetchd_epoll_wait(epollFD, &fds, &events, 256, -1)
-            if count < 0 {
-                if errno == EINTR { continue }
-                break
-            }
-            for index in 0..<Int(count) {
-                let fd = fds[index]
-                if fd == wakeFD {
-                    var value: UInt64 = 0
-                    _ = read(wakeFD, &value, 8)
-                    let blocks = queued.withLock { q -> [@Sendable () -> Void] in
-                        let taken = q
-                        q.removeAll()
-                        return taken
-                    }
-                    for block in blocks { block() }
-                } else if let handler = handlers[fd] {
-                    handler(events[index])
+            if !handleEvents(timeout: -1) { break }
+        }
+    }
+
+    /// Handles what is ready now, without waiting (the driving thread saw `pollFD` readable).
+    func runReady() {
+        guard !stopped.load(ordering: .relaxed) else { return }
+        _ = handleEvents(timeout: 0)
+    }
+
+    /// One epoll wait and its events. False when the descriptor failed.
+    private func handleEvents(timeout: Int32) -> Bool {
+        let count = fetchd_epoll_wait(epollFD, &fds, &events, Int32(fds.count), timeout)
+        if count < 0 { return errno == EINTR }
+        for index in 0..<Int(count) {
+            let fd = fds[index]
+            if fd == wakeFD {
+                var value: UInt64 = 0
+                _ = read(wakeFD, &value, 8)
+                let blocks = queued.withLock { q -> [@Sendable () -> Void] in
+                    let taken = q
+                    q.removeAll()
+                    return taken
                 }
+                for block in blocks { block() }
+            } else if let handler = handlers[fd] {
+                handler(events[index])
             }
         }
+        return true
     }
 }
 

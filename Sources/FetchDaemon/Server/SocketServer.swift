@@ -29,11 +29,21 @@ final class SocketServer: Sendable {
 
     var connectionCount: Int { connections.withLock { $0.count } }
 
-    func start() {
+    /// Waits on a descriptor and calls back on its own thread when it is readable.
+    typealias Driver = (_ fd: Int32, _ onReadable: @escaping @Sendable () -> Void) -> Void
+
+    /// Starts serving: on the thread of `driver` (the engine's, so that a request read and
+    /// the transfer it starts need no hop between threads), or on a thread of its own.
+    func start(drivenBy driver: Driver? = nil) {
         loop.execute { [self] in
             loop.register(listenFD, events: FETCHD_EPOLLIN) { [self] _ in acceptAll() }
         }
-        loop.start(name: "fetchd-socket")
+        if let driver {
+            let loop = self.loop
+            driver(loop.pollFD) { loop.runReady() }
+        } else {
+            loop.start(name: "fetchd-socket")
+        }
     }
 
     /// Stops accepting and removes the socket file; connections stay until `closeAll`.
