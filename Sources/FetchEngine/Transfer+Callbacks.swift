@@ -28,22 +28,24 @@ let transferHeaderCallback: fetchd_data_cb = { data, size, count, user in
     let t = transfer(user)
     let length = size * count
     guard let data else { return length }
-    // Parsed as bytes: this runs for every header of every response.
-    let bytes = UnsafeRawBufferPointer(start: data, count: length)
+    // Parsed as bytes, with contiguous-buffer fast paths: this runs for every header of
+    // every response.
+    let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: length)
     var end = length
     while end > 0, bytes[end - 1] == UInt8(ascii: "\n") || bytes[end - 1] == UInt8(ascii: "\r") { end -= 1 }
     if end >= 5, bytes[0] == UInt8(ascii: "H"), bytes[1] == UInt8(ascii: "T"), bytes[2] == UInt8(ascii: "T"),
        bytes[3] == UInt8(ascii: "P"), bytes[4] == UInt8(ascii: "/") {
         // A new response begins (a redirect hop or an interim 1xx): keep only the last.
         t.responseHeaders.removeAll(keepingCapacity: true)
-        t.recorder?.statusReceived(String(decoding: bytes[0..<end], as: UTF8.self))
-    } else if let colon = bytes[0..<end].firstIndex(of: UInt8(ascii: ":")) {
+        t.recorder?.statusReceived(String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<end]), as: UTF8.self))
+    } else if end > 0, let found = memchr(bytes.baseAddress!, Int32(UInt8(ascii: ":")), end) {
+        let colon = UnsafeRawPointer(found) - UnsafeRawPointer(bytes.baseAddress!)
         var start = colon + 1
         while start < end, bytes[start] == UInt8(ascii: " ") || bytes[start] == UInt8(ascii: "\t") { start += 1 }
         var stop = end
         while stop > start, bytes[stop - 1] == UInt8(ascii: " ") || bytes[stop - 1] == UInt8(ascii: "\t") { stop -= 1 }
-        let header = HTTPHeader(String(decoding: bytes[0..<colon], as: UTF8.self),
-                                String(decoding: bytes[start..<stop], as: UTF8.self))
+        let header = HTTPHeader(String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<colon]), as: UTF8.self),
+                                String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<stop]), as: UTF8.self))
         t.responseHeaders.append(header)
         t.recorder?.headerReceived(header)
     }

@@ -47,20 +47,26 @@ public enum JSONCodec {
     /// jansson tree allocates a node per value and formats numbers with printf, which cost
     /// more than the encoding itself; doubles come out in Swift's shortest exact form.
     public static func encode(_ value: JSONValue) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(256)
+        var out = ByteSink(capacity: 1024)
         write(value, to: &out)
-        return out
+        return out.bytes(appendingNewline: false)
     }
 
-    private static func write(_ value: JSONValue, to out: inout [UInt8]) {
+    /// Compact JSON text and a newline: one line of the protocol.
+    public static func encodeLine(_ value: JSONValue) -> [UInt8] {
+        var out = ByteSink(capacity: 1024)
+        write(value, to: &out)
+        return out.bytes(appendingNewline: true)
+    }
+
+    private static func write(_ value: JSONValue, to out: inout ByteSink) {
         switch value {
-        case .null: out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
-        case .bool(let b): out.append(contentsOf: b ? Array("true".utf8) : Array("false".utf8))
-        case .integer(let i): out.append(contentsOf: String(i).utf8)
+        case .null: out.append("null")
+        case .bool(let b): out.append(b ? "true" : "false")
+        case .integer(let i): out.append(String(i))
         case .double(let d):
             // JSON has no NaN or infinity.
-            if d.isFinite { out.append(contentsOf: d.description.utf8) } else { out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C]) }
+            if d.isFinite { out.append(d.description) } else { out.append("null") }
         case .string(let s): writeString(s, to: &out)
         case .array(let items):
             out.append(UInt8(ascii: "["))
@@ -81,38 +87,48 @@ public enum JSONCodec {
         }
     }
 
-    private static let hexDigits = Array("0123456789abcdef".utf8)
+    private static let hexDigits: StaticString = "0123456789abcdef"
 
-    private static func writeString(_ string: String, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
+    /// One pass over the bytes into raw memory; room for the common case (nothing to escape)
+    /// is made once, and again only at an escape.
+    private static func writeString(_ string: String, to out: inout ByteSink) {
         var string = string
         string.withUTF8 { utf8 in
-            // Runs of bytes that need no escaping are copied whole.
-            var runStart = 0
-            for index in 0..<utf8.count {
+            let count = utf8.count
+            out.reserve(count + 2)
+            var p = out.end
+            p.pointee = UInt8(ascii: "\"")
+            p += 1
+            for index in 0..<count {
                 let byte = utf8[index]
-                guard byte < 0x20 || byte == 0x22 || byte == 0x5C else { continue }
-                if runStart < index { out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
-                runStart = index + 1
-                out.append(0x5C)
+                guard byte < 0x20 || byte == 0x22 || byte == 0x5C else {
+                    p.pointee = byte
+                    p += 1
+                    continue
+                }
+                out.setEnd(p)
+                out.reserve(6 + (count - index) + 1)
+                p = out.end
+                p[0] = 0x5C
                 switch byte {
-                case 0x22, 0x5C: out.append(byte)
-                case 0x0A: out.append(UInt8(ascii: "n"))
-                case 0x0D: out.append(UInt8(ascii: "r"))
-                case 0x09: out.append(UInt8(ascii: "t"))
-                case 0x08: out.append(UInt8(ascii: "b"))
-                case 0x0C: out.append(UInt8(ascii: "f"))
+                case 0x22, 0x5C: p[1] = byte; p += 2
+                case 0x0A: p[1] = UInt8(ascii: "n"); p += 2
+                case 0x0D: p[1] = UInt8(ascii: "r"); p += 2
+                case 0x09: p[1] = UInt8(ascii: "t"); p += 2
+                case 0x08: p[1] = UInt8(ascii: "b"); p += 2
+                case 0x0C: p[1] = UInt8(ascii: "f"); p += 2
                 default:
-                    out.append(UInt8(ascii: "u"))
-                    out.append(0x30)
-                    out.append(0x30)
-                    out.append(hexDigits[Int(byte >> 4)])
-                    out.append(hexDigits[Int(byte & 0xF)])
+                    p[1] = UInt8(ascii: "u")
+                    p[2] = 0x30
+                    p[3] = 0x30
+                    p[4] = hexDigits.utf8Start[Int(byte >> 4)]
+                    p[5] = hexDigits.utf8Start[Int(byte & 0xF)]
+                    p += 6
                 }
             }
-            if runStart < utf8.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...])) }
+            p.pointee = UInt8(ascii: "\"")
+            out.setEnd(p + 1)
         }
-        out.append(UInt8(ascii: "\""))
     }
 
     public static func encodeString(_ value: JSONValue) -> String {
@@ -147,18 +163,84 @@ public enum JSONCodec {
             }
             return .array(items)
         case JSON_OBJECT:
-            var members: [(String, JSONValue)] = []
+            var members: [(key: String, value: JSONValue)] = []
+            members.reserveCapacity(json_object_size(json))
             var iterator = json_object_iter(json)
             while let current = iterator {
                 let keyBytes = UnsafeRawBufferPointer(
                     start: json_object_iter_key(current), count: json_object_iter_key_len(current))
                 let key = String(decoding: keyBytes, as: UTF8.self)
-                if let member = json_object_iter_value(current) { members.append((key, value(of: member))) }
+                if let member = json_object_iter_value(current) { members.append((key: key, value: value(of: member))) }
                 iterator = json_object_iter_next(json, current)
             }
-            return .object(JSONObject(uniqueMembers: members))  // jansson keeps the last of duplicate keys
+            return .object(JSONObject(parsedMembers: members))  // jansson keeps the last of duplicate keys
         default:
             return .null
+        }
+    }
+}
+
+/// The encoder's output: a growable run of raw memory, copied into an array once at the end.
+private struct ByteSink: ~Copyable {
+    private var base: UnsafeMutablePointer<UInt8>
+    private var count = 0
+    private var capacity: Int
+
+    init(capacity: Int) {
+        base = .allocate(capacity: capacity)
+        self.capacity = capacity
+    }
+
+    deinit { base.deallocate() }
+
+    /// Where the next byte goes; valid until the next `reserve`.
+    var end: UnsafeMutablePointer<UInt8> { base + count }
+
+    /// Marks the bytes up to `pointer` (inside what was reserved) as written.
+    mutating func setEnd(_ pointer: UnsafeMutablePointer<UInt8>) {
+        count = pointer - base
+    }
+
+    mutating func reserve(_ extra: Int) {
+        guard count + extra > capacity else { return }
+        let newCapacity = max(capacity * 2, count + extra)
+        let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+        grown.update(from: base, count: count)
+        base.deallocate()
+        base = grown
+        capacity = newCapacity
+    }
+
+    mutating func append(_ byte: UInt8) {
+        reserve(1)
+        base[count] = byte
+        count += 1
+    }
+
+    mutating func append(_ text: StaticString) {
+        reserve(text.utf8CodeUnitCount)
+        (base + count).update(from: text.utf8Start, count: text.utf8CodeUnitCount)
+        count += text.utf8CodeUnitCount
+    }
+
+    mutating func append(_ text: String) {
+        var text = text
+        text.withUTF8 { utf8 in
+            reserve(utf8.count)
+            if let source = utf8.baseAddress { (base + count).update(from: source, count: utf8.count) }
+            count += utf8.count
+        }
+    }
+
+    consuming func bytes(appendingNewline newline: Bool) -> [UInt8] {
+        let total = count + (newline ? 1 : 0)
+        let source = base
+        let written = count
+        return [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in
+            guard let target = buffer.baseAddress else { return }
+            target.update(from: source, count: written)
+            if newline { buffer[written] = UInt8(ascii: "\n") }
+            initialized = total
         }
     }
 }

@@ -28,9 +28,20 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
         members = elements.map { (key: $0.0, value: $0.1) }
     }
 
+    /// Members whose keys the caller knows to be distinct: no duplicate search.
+    public init(distinctKeys keys: [String], values: [JSONValue]) {
+        precondition(keys.count == values.count)
+        members = zip(keys, values).map { (key: $0, value: $1) }
+    }
+
     /// Members already known to have distinct keys (from the parser): no duplicate search.
     init(uniqueMembers: [(String, JSONValue)]) {
         members = uniqueMembers.map { (key: $0.0, value: $0.1) }
+    }
+
+    /// The parser's members, taken as they are.
+    init(parsedMembers: [(key: String, value: JSONValue)]) {
+        members = parsedMembers
     }
 
     public subscript(key: String) -> JSONValue? {

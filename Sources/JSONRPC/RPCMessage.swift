@@ -72,8 +72,6 @@ public enum RPCMessage {
 
     /// One line on the wire: compact JSON and a newline.
     public static func line(_ message: JSONValue) -> [UInt8] {
-        var bytes = JSONCodec.encode(message)
-        bytes.append(UInt8(ascii: "\n"))
-        return bytes
+        JSONCodec.encodeLine(message)
     }
 }

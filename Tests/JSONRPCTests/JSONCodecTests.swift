@@ -63,6 +63,18 @@ final class JSONCodecTests: XCTestCase {
         XCTAssertEqual(try JSONCodec.decode(JSONCodec.encode(value)), value)
     }
 
+    func testExactEscapesAndGrowthPastTheFirstBuffer() throws {
+        XCTAssertEqual(JSONCodec.encodeString(.string("a\"b\\c\n\r\t\u{8}\u{c}\u{1}\u{1f}é")), #""a\"b\\c\n\r\t\b\f\u0001\u001fé""#)
+        // Long strings, some needing many escapes, well past the encoder's first 1 KiB.
+        let plain = String(repeating: "x", count: 5000)
+        let escaped = String(repeating: "\"\n\u{1}", count: 3000)
+        let value: JSONValue = ["a": .string(plain), "b": .string(escaped), "c": [.string(escaped), 1, true, .null]]
+        let line = RPCMessage.line(value)
+        XCTAssertEqual(line.last, UInt8(ascii: "\n"))
+        XCTAssertEqual(try JSONCodec.decode(line.dropLast()), value)
+        XCTAssertEqual(JSONCodec.encode(value).count, line.count - 1)
+    }
+
     func testObjectLaterKeyReplacesEarlier() {
         var object: JSONObject = ["a": 1, "b": 2]
         object["a"] = 3

@@ -6,30 +6,37 @@ import JSONRPC
 enum ResponseFields {
     /// Lowercase names; repeats joined by ", ", Set-Cookie lines by "\n" (they contain commas).
     static func headers(_ headers: [HTTPHeader]) -> JSONValue {
-        var object = JSONObject()
+        var names: [String] = []
+        var values: [String] = []
+        names.reserveCapacity(headers.count)
+        values.reserveCapacity(headers.count)
         for header in headers {
             let name = lowercased(header.name)
-            let separator = name == "set-cookie" ? "\n" : ", "
-            if case .string(let earlier)? = object[name] {
-                object[name] = .string(earlier + separator + header.value)
+            if let index = names.firstIndex(of: name) {
+                values[index] += (name == "set-cookie" ? "\n" : ", ") + header.value
             } else {
-                object[name] = .string(header.value)
+                names.append(name)
+                values.append(header.value)
             }
         }
-        return .object(object)
+        return .object(JSONObject(distinctKeys: names, values: values.map(JSONValue.string)))
     }
 
     /// Header names are ASCII tokens: lowercased without Unicode tables, and not copied
     /// when already lowercase.
     private static func lowercased(_ name: String) -> String {
-        guard name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else { return name }
-        let utf8 = name.utf8
-        return String(unsafeUninitializedCapacity: utf8.count) { buffer in
-            for (index, byte) in utf8.enumerated() {
-                buffer[index] = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+        var contiguous = name
+        let lowered: String? = contiguous.withUTF8 { utf8 in
+            guard utf8.contains(where: { $0 &- UInt8(ascii: "A") < 26 }) else { return nil }
+            return String(unsafeUninitializedCapacity: utf8.count) { buffer in
+                for index in 0..<utf8.count {
+                    let byte = utf8[index]
+                    buffer[index] = byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte
+                }
+                return utf8.count
             }
-            return utf8.count
         }
+        return lowered ?? name
     }
 
     static func common(job: Job, response: HTTPResponse, startedAt: ContinuousClock.Instant) -> JSONObject {
