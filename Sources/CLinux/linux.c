@@ -9,6 +9,8 @@
 #include <sys/xattr.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <time.h>
+#include <pthread.h>
 #include <unistd.h>
 
 
@@ -66,3 +68,16 @@ int fetchd_start_writeback(int fd, long long offset, long long length) {
 
 int fetchd_limit_malloc_arenas(int arenas) { return mallopt(M_ARENA_MAX, arenas); }
 int fetchd_release_free_memory(void) { return malloc_trim(0); }
+int fetchd_name_this_thread(const char *name) { return pthread_setname_np(pthread_self(), name); }
+
+long long fetchd_parse_http_date(const char *text) {
+    static const char *formats[] = {"%a, %d %b %Y %H:%M:%S GMT", "%A, %d-%b-%y %H:%M:%S GMT", "%a %b %e %H:%M:%S %Y"};
+    for (unsigned i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+        struct tm fields = {0};
+        const char *end = strptime(text, formats[i], &fields);
+        if (end == NULL || *end != 0) continue;  /* the whole text, nothing left over */
+        time_t seconds = timegm(&fields);
+        if (seconds != (time_t)-1) return (long long)seconds;
+    }
+    return -1;
+}

@@ -1,5 +1,7 @@
 import FetchEngine
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import JSONRPC
 
 /// Joins the engine and the JSON-RPC layer: owns the engine, the jobs and the socket server
@@ -28,7 +30,9 @@ public final class Daemon: Sendable {
             do {
                 rateFile = try String(contentsOfFile: path, encoding: .utf8)
             } catch {
-                throw StartupError("cannot read --config \(path): \(error.localizedDescription)")
+                // The reason in the C library's words ("No such file or directory").
+                let reason = access(path, R_OK) == 0 ? "not UTF-8 text" : String(cString: strerror(errno))
+                throw StartupError("cannot read --config \(path): \(reason)")
             }
         }
         let admission: HostAdmission
@@ -108,7 +112,7 @@ public final class Daemon: Sendable {
     private func waitUntil(seconds: Double, _ condition: () -> Bool) {
         let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
         while !condition() && ContinuousClock.now < deadline {
-            Thread.sleep(forTimeInterval: 0.005)
+            usleep(5_000)
         }
     }
 }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The daemon's own diagnostic log: one line per event on stderr, with a level.
 /// Quiet by default (notices, warnings and errors); `--verbose` adds info and debug.

@@ -1,5 +1,6 @@
 internal import CCurl
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The named cookie jars: one libcurl share (CURL_LOCK_DATA_COOKIE) per name, created when
 /// a request first names it. libcurl's cookie engine does the RFC 6265 work (parsing

@@ -1,5 +1,6 @@
 internal import CCurl
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Where a request goes, as far as cookies care: scheme, host and path.
 public struct CookieTarget: Sendable, Equatable {

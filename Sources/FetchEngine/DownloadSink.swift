@@ -1,5 +1,7 @@
 internal import CLinux
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 
 /// Where a download's body goes: a `.part` file the caller names, appended to when the
 /// server honours a range, restarted from zero when it does not. The body of an answer
@@ -138,7 +140,7 @@ final class DownloadSink: @unchecked Sendable {
 
     /// "bytes 100-199/1000" -> 100
     static func rangeStart(_ value: String) -> Int64? {
-        let parts = value.trimmingCharacters(in: .whitespaces).split(separator: " ", maxSplits: 1)
+        let parts = value.trimmingBlanks().split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bytes", let dash = parts[1].firstIndex(of: "-") else { return nil }
         return Int64(parts[1][..<dash])
     }

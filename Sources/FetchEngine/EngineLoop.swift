@@ -1,5 +1,6 @@
 internal import CCurl
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// The engine thread's loop. Everything except `submit` and `activeCount` runs on that one

@@ -1,5 +1,6 @@
 internal import CCurl
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// One request and its answer as they crossed the wire: a redirect makes several. Kept
 /// only when the request asks (`HTTPRequest.recordsExchange`), for HTTP logs.
@@ -34,7 +35,7 @@ final class ExchangeRecorder {
         for line in lines {
             guard let colon = line.firstIndex(of: ":") else { continue }
             hop.requestHeaders.append(HTTPHeader(String(line[..<colon]),
-                                                 line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+                                                 line[line.index(after: colon)...].trimmingBlanks()))
         }
         hops.append(hop)
     }

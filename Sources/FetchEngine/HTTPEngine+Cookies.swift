@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The cookie jars, read and edited on the engine thread between transfer steps, so a
 /// request never sees a jar half-changed. Jars are named; a request names its jar in

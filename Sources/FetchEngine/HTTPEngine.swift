@@ -1,5 +1,6 @@
 internal import CCurl
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// The HTTP engine: one thread that owns a libcurl multi handle. Transfers are handed to it
@@ -11,9 +12,7 @@ public final class HTTPEngine: Sendable {
     public init(settings: EngineSettings = EngineSettings()) {
         loop = EngineLoop(settings: settings)
         let loop = self.loop
-        let thread = Thread { loop.run() }
-        thread.name = "fetchd-engine"
-        thread.start()
+        NamedThread.start("fetchd-engine") { loop.run() }
     }
 
     /// libcurl's version text, for `--version` and `getStatus`.

@@ -1,4 +1,6 @@
-public import Foundation
+public import FoundationEssentials
+internal import CLinux
+import Glibc
 
 /// When to try a request again, as a pure function of what happened: no clock is read and
 /// nothing waits here (the caller passes the time and does the waiting), so every decision
@@ -64,7 +66,7 @@ public struct RetryPolicy: Sendable, Equatable {
     public func decide(attempt: Int, outcome: Outcome, waitedSoFar: Double, jitter: Double, now: Date) -> Decision {
         guard enabled, attempt < maxAttempts else { return .stop }
         let reason: String
-        var wait = min((1 + jitter) * pow(2, Double(attempt - 1)), maxInterval)
+        var wait = min((1 + jitter) * Glibc.pow(2, Double(attempt - 1)), maxInterval)
         switch outcome {
         case .status(let status, let retryAfter):
             guard statuses.contains(status) else { return .stop }
@@ -85,7 +87,7 @@ public struct RetryPolicy: Sendable, Equatable {
 /// Reads a Retry-After value: delay-seconds, or an HTTP date (RFC 9110 section 10.2.3).
 public enum RetryAfter {
     public static func seconds(from value: String, now: Date) -> Double? {
-        let text = value.trimmingCharacters(in: .whitespaces)
+        let text = value.trimmingBlanks()
         if !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
             return Double(text)
         }
@@ -95,13 +97,7 @@ public enum RetryAfter {
 
     /// IMF-fixdate, and the obsolete RFC 850 and asctime forms that senders may still use.
     static func httpDate(_ text: String) -> Date? {
-        for format in ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"] {
-            let formatter = DateFormatter()
-            formatter.locale = Locale(identifier: "en_US_POSIX")
-            formatter.timeZone = TimeZone(identifier: "GMT")
-            formatter.dateFormat = format
-            if let date = formatter.date(from: text) { return date }
-        }
-        return nil
+        let seconds = fetchd_parse_http_date(text)
+        return seconds == -1 ? nil : Date(timeIntervalSince1970: Double(seconds))
     }
 }

@@ -1,5 +1,7 @@
 internal import CCurl
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 
 // libcurl's C callbacks. Each receives the Transfer as its user data pointer and runs on
 // the engine thread.

@@ -1,5 +1,6 @@
 internal import CCurl
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// One transfer's state while the engine runs it: an easy handle configured from an
 /// `HTTPRequest`, the response as it arrives, and the completion to call exactly once.
@@ -251,7 +252,7 @@ final class UploadFile: @unchecked Sendable {
         guard fd >= 0 else { throw TransferFileError(path: path, detail: String(cString: strerror(errno))) }
         var info = stat()
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-            Foundation.close(fd)
+            Glibc.close(fd)
             throw TransferFileError(path: path, detail: "not a regular file")
         }
         descriptor = fd
@@ -260,7 +261,7 @@ final class UploadFile: @unchecked Sendable {
         self.length = length ?? max(0, size - offset)
         remaining = self.length
         guard offset + self.length <= size, lseek(fd, off_t(offset), SEEK_SET) >= 0 else {
-            Foundation.close(fd)
+            Glibc.close(fd)
             throw TransferFileError(path: path, detail: "the range \(offset)+\(self.length) is past the end of the file (\(size) bytes)")
         }
     }
@@ -269,7 +270,7 @@ final class UploadFile: @unchecked Sendable {
     func close() {
         guard !closed else { return }
         closed = true
-        Foundation.close(descriptor)
+        Glibc.close(descriptor)
     }
 
     deinit { close() }

@@ -1,5 +1,6 @@
 internal import CJansson
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The one place that calls jansson: bytes to `JSONValue`; and the encoder back to bytes.
 public enum JSONCodec {

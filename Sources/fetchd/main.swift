@@ -1,7 +1,9 @@
 internal import CLinux
 import FetchDaemon
 import FetchEngine
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 
 // fetchd: arguments, signals, start. Everything else lives in FetchDaemon.
 
@@ -9,7 +11,7 @@ let command: DaemonOptions.Command
 do {
     command = try DaemonOptions.parse(Array(CommandLine.arguments.dropFirst()))
 } catch {
-    FileHandle.standardError.write(Data("fetchd: \(error.description)\n".utf8))
+    printError("fetchd: \(error.description)")
     exit(2)
 }
 
@@ -36,7 +38,7 @@ let daemon: Daemon
 do {
     daemon = try Daemon(options: options, environment: ProcessInfo.processInfo.environment)
 } catch {
-    FileHandle.standardError.write(Data("fetchd: \(error)\n".utf8))
+    printError("fetchd: \(error)")
     exit(1)
 }
 
@@ -44,7 +46,8 @@ let stop = DispatchSemaphore(value: 0)
 let signalQueue = DispatchQueue(label: "fetchd.signals")
 let signalSources = [SIGTERM, SIGINT].map { number in
     let source = DispatchSource.makeSignalSource(signal: number, queue: signalQueue)
-    source.setEventHandler { stop.signal() }
+    // @Sendable: the handler runs on the signal queue, not on the main actor of this file.
+    source.setEventHandler { @Sendable in stop.signal() }
     source.resume()
     return source
 }
@@ -54,3 +57,9 @@ stop.wait()
 daemon.shutdown()
 withExtendedLifetime(signalSources) {}
 exit(0)
+
+/// One line on standard error.
+func printError(_ line: String) {
+    var text = line + "\n"
+    text.withUTF8 { bytes in _ = write(2, bytes.baseAddress, bytes.count) }
+}

@@ -88,5 +88,8 @@ final class RetryPolicyTests: XCTestCase {
         XCTAssertEqual(RetryAfter.seconds(from: "Fri Jan 15 08:00:45 2027", now: now), 45)
         XCTAssertEqual(RetryAfter.seconds(from: "Fri, 15 Jan 2027 07:00:00 GMT", now: now), 0, "a past date means now")
         XCTAssertNil(RetryAfter.seconds(from: "-5", now: now))
+        XCTAssertNil(RetryAfter.seconds(from: "Fri, 15 Jan 2027 08:00:12 GMT and more", now: now), "the whole text must be a date")
+        XCTAssertNil(RetryAfter.seconds(from: "soon", now: now))
+        XCTAssertEqual(RetryAfter.seconds(from: "  7\t", now: now), 7, "blanks around delay-seconds")
     }
 }

@@ -47,4 +47,19 @@ final class RequestURLTests: XCTestCase {
             }
         }
     }
+
+    func testPercentDecodingAsFoundationDoes() {
+        XCTAssertEqual(URLEncoding.decode("a%20b%2Fc%C3%A9"), "a b/cé")
+        XCTAssertEqual(URLEncoding.decode("plain"), "plain")
+        XCTAssertNil(URLEncoding.decode("bad%2"), "truncated escape")
+        XCTAssertNil(URLEncoding.decode("bad%zz"), "not hex")
+        XCTAssertNil(URLEncoding.decode("%FF"), "not UTF-8")
+    }
+
+    func testTrimmingBlanksKeepsLineBreaksAndInnerSpaces() {
+        XCTAssertEqual(" \t a b \t ".trimmingBlanks(), "a b")
+        XCTAssertEqual("\na\n".trimmingBlanks(), "\na\n")
+        XCTAssertEqual("   ".trimmingBlanks(), "")
+        XCTAssertEqual("x"[...].trimmingBlanks(), "x")
+    }
 }

@@ -22,5 +22,9 @@ int fetchd_start_writeback(int fd, long long offset, long long length);
 int fetchd_limit_malloc_arenas(int arenas);
 /* malloc_trim(0): returns the free pages of every arena to the system. */
 int fetchd_release_free_memory(void);
+/* pthread_setname_np for the calling thread (at most 15 bytes). */
+int fetchd_name_this_thread(const char *name);
+/* An HTTP date (IMF-fixdate, RFC 850 or asctime form, C locale) as Unix seconds; -1 if it is not one. */
+long long fetchd_parse_http_date(const char *text);
 extern const unsigned int FETCHD_EPOLLIN, FETCHD_EPOLLOUT, FETCHD_EPOLLRDHUP, FETCHD_EPOLLHUP, FETCHD_EPOLLERR;
 #endif

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The daemon's command line, parsed from one declarative table of options.
 public struct DaemonOptions: Sendable, Equatable {
@@ -128,10 +129,10 @@ public struct DaemonOptions: Sendable, Equatable {
         ]
         for option in table {
             let left = option.argument.map { "\(option.name) \($0)" } ?? option.name
-            lines.append("  " + left.padding(toLength: 26, withPad: " ", startingAt: 0) + option.help)
+            lines.append("  " + Self.padded(left) + option.help)
         }
-        lines.append("  " + "--help".padding(toLength: 26, withPad: " ", startingAt: 0) + "show this help")
-        lines.append("  " + "--version".padding(toLength: 26, withPad: " ", startingAt: 0) + "show the version")
+        lines.append("  " + Self.padded("--help") + "show this help")
+        lines.append("  " + Self.padded("--version") + "show the version")
         lines.append("")
         lines.append("SIGTERM or SIGINT: stop accepting, answer what is pending, remove the socket, exit 0.")
         return lines.joined(separator: "\n")
@@ -173,4 +174,11 @@ public struct DaemonOptions: Sendable, Equatable {
 
 public enum FetchdVersion {
     public static let text = "0.1.0"
+}
+
+extension DaemonOptions {
+    /// The option column of --help, 26 wide.
+    static func padded(_ text: String) -> String {
+        text.count >= 26 ? text : text + String(repeating: " ", count: 26 - text.count)
+    }
 }

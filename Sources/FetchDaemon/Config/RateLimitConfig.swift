@@ -1,5 +1,6 @@
 import FetchEngine
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The scheduler's starting limits: the `*` defaults, then `--config`, then `--rate` flags.
 ///

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Where the socket lives: `--socket PATH`, else `$FETCHD_SOCKET`, else
 /// `$XDG_RUNTIME_DIR/fetchd.sock`, else `/tmp/fetchd-<uid>.sock`.

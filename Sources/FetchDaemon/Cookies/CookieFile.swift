@@ -1,5 +1,6 @@
 import FetchEngine
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The `--cookie-file`: a Netscape cookies.txt, the format curl (`-b`/`-c`) and wget
 /// (`--load-cookies`) read. It holds the "default" jar's persistent cookies; session cookies
@@ -57,8 +58,8 @@ enum CookieFile {
     /// fsynced, renamed over the old one, then the directory fsynced. A crash leaves the old
     /// file or the new one, never half of one.
     static func write(_ text: String, to path: String) throws(IOError) {
-        let directory = (path as NSString).deletingLastPathComponent
-        let base = (path as NSString).lastPathComponent
+        let directory = PathText.directory(of: path)
+        let base = PathText.lastComponent(of: path)
         var template = Array("\(directory.isEmpty ? "." : directory)/.\(base).XXXXXX".utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else { throw failure("cannot create a temporary file next to \(path)") }
@@ -72,7 +73,7 @@ enum CookieFile {
         let bytes = Array(text.utf8)
         var written = 0
         while written < bytes.count {
-            let n = bytes[written...].withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
+            let n = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else {
                 let error = failure("cannot write \(temporary)")

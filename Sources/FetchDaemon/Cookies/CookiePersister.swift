@@ -1,5 +1,7 @@
 import FetchEngine
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// Keeps `--cookie-file` in step with the "default" jar: loads it at start, writes it

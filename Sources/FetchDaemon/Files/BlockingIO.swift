@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 
 /// Runs blocking file work (hashing a part file, fsync, rename) on a dispatch queue, away
 /// from both the engine thread and Swift's small cooperative pool.

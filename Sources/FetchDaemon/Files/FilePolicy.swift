@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSONRPC
 
 /// Which local files requests may read or write: absolute paths only, and with
@@ -28,10 +29,10 @@ struct FilePolicy: Sendable {
     private static func resolve(_ path: String) -> String {
         guard let real = realpath(path, nil) else {
             // A file that does not exist yet: resolve its directory.
-            let directory = (path as NSString).deletingLastPathComponent
+            let directory = PathText.directory(of: path)
             guard directory != path, let realDirectory = realpath(directory, nil) else { return path }
             defer { free(realDirectory) }
-            return String(cString: realDirectory) + "/" + (path as NSString).lastPathComponent
+            return String(cString: realDirectory) + "/" + PathText.lastComponent(of: path)
         }
         defer { free(real) }
         return String(cString: real)

@@ -1,6 +1,7 @@
 internal import CLinux
 import FetchEngine
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A download's `<path>.part`: what is in it, and landing it under its final name.
 struct PartFile: Sendable {
@@ -64,7 +65,7 @@ struct PartFile: Sendable {
         }
         // The directory entry itself is durable once the directory is synced.
         guard durable else { return }
-        let directory = open((finalPath as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let directory = open(PathText.directory(of: finalPath), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directory >= 0 {
             fsync(directory)
             close(directory)

@@ -1,5 +1,5 @@
 import FetchEngine
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// One thread that turns finished transfers into answers when the engine thread is busy:
@@ -20,9 +20,7 @@ final class AnswerWorker: @unchecked Sendable {
         self.aroundBurst = aroundBurst
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(condition, nil)
-        let thread = Thread { [self] in run() }
-        thread.name = "fetchd-answers"
-        thread.start()
+        NamedThread.start("fetchd-answers") { [self] in run() }
     }
 
     /// Runs `work` on the worker thread soon, after what was handed over before it.

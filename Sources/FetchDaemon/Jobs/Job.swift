@@ -1,5 +1,7 @@
 import FetchEngine
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// Who stopped a job (the `by` of a -32002 error).

@@ -1,5 +1,6 @@
 import FetchEngine
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSONRPC
 
 /// Runs a request model as a job: registers it, performs it on the engine, and always

@@ -1,5 +1,6 @@
 import FetchEngine
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSONRPC
 
 /// Sends a `ResumableUpload`'s requests: the start, each chunk from the file, a query after

@@ -1,5 +1,6 @@
 import FetchEngine
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSONRPC
 
 /// Turns a job's attempt records into a HAR 1.2 document: one entry per attempt and per
@@ -216,7 +217,7 @@ struct HARBuilder {
         headers.filter { $0.name.lowercased() == "cookie" }.flatMap { header in
             header.value.split(separator: ";").compactMap { pair -> JSONValue? in
                 let parts = pair.split(separator: "=", maxSplits: 1)
-                guard let name = parts.first?.trimmingCharacters(in: .whitespaces), !name.isEmpty else { return nil }
+                guard let name = parts.first?.trimmingBlanks(), !name.isEmpty else { return nil }
                 let value = parts.count > 1 ? String(parts[1]) : ""
                 return ["name": .string(name), "value": .string(redaction.enabled ? Redaction.mask : value)]
             }
@@ -227,7 +228,7 @@ struct HARBuilder {
         headers.filter { $0.name.lowercased() == "set-cookie" }.compactMap { header in
             let first = header.value.split(separator: ";").first ?? ""
             let parts = first.split(separator: "=", maxSplits: 1)
-            guard let name = parts.first?.trimmingCharacters(in: .whitespaces), !name.isEmpty else { return nil }
+            guard let name = parts.first?.trimmingBlanks(), !name.isEmpty else { return nil }
             var cookie: JSONObject = ["name": .string(name), "value": .string(redaction.enabled ? Redaction.mask : (parts.count > 1 ? String(parts[1]) : ""))]
             let lower = header.value.lowercased()
             if lower.contains("httponly") { cookie["httpOnly"] = true }

@@ -1,5 +1,7 @@
 import FetchEngine
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import JSONRPC
 import Synchronization
 
@@ -58,12 +60,21 @@ final class HTTPLog: Sendable {
     }
 
     static func fileName(finishedAt: Date, jobID: String) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyyMMdd-HHmmss.SSS"
         let safeID = String(jobID.map { $0.isLetter || $0.isNumber || "._-".contains($0) ? $0 : "_" }.prefix(120))
-        return "\(formatter.string(from: finishedAt))-\(safeID).har"
+        return "\(utcStamp(finishedAt))-\(safeID).har"
+    }
+
+    /// yyyyMMdd-HHmmss.SSS in UTC.
+    static func utcStamp(_ date: Date) -> String {
+        let since1970 = date.timeIntervalSince1970
+        var seconds = time_t(since1970.rounded(.down))
+        let millis = min(999, Int((since1970 - Double(seconds)) * 1000))
+        var fields = tm()
+        gmtime_r(&seconds, &fields)
+        var text = [CChar](repeating: 0, count: 32)
+        strftime(&text, text.count, "%Y%m%d-%H%M%S", &fields)
+        let stamp = String(decoding: text.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return stamp + "." + String(String(millis + 1000).dropFirst())
     }
 
     static func makeDirectory(_ path: String) throws {
@@ -83,8 +94,8 @@ final class HTTPLog: Sendable {
 
     /// A temporary file in the same directory, fsync, rename: a reader never sees half a file.
     static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
-        let directory = (path as NSString).deletingLastPathComponent
-        let temporary = directory + "/." + (path as NSString).lastPathComponent + ".tmp"
+        let directory = PathText.directory(of: path)
+        let temporary = directory + "/." + PathText.lastComponent(of: path) + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw TransferFileError(path: temporary, detail: String(cString: strerror(errno))) }
         var written = 0

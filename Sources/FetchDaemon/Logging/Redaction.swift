@@ -1,4 +1,5 @@
 import FetchEngine
+import FoundationEssentials
 import JSONRPC
 
 /// What HTTP logs hide by default: the values of credential headers and cookies, and of
@@ -89,7 +90,7 @@ struct Redaction: Sendable {
     }
 
     private mutating func remember(_ value: String) {
-        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        let trimmed = value.trimmingBlanks()
         guard trimmed.utf8.count >= Self.shortestMaskedValue else { return }
         values.insert(trimmed)
         // Also as it would appear percent-encoded in a URL or a form.
@@ -115,7 +116,7 @@ struct Redaction: Sendable {
         guard enabled, !values.isEmpty else { return text }
         var result = text
         for value in values.sorted(by: { $0.utf8.count > $1.utf8.count }) where result.contains(value) {
-            result = result.replacingOccurrences(of: value, with: Self.mask)
+            result = result.replacing(value, with: Self.mask)
         }
         return result
     }
@@ -150,9 +151,7 @@ struct Redaction: Sendable {
     }
 
     static func decode(_ text: Substring) -> String {
-        let plus = text.replacingOccurrences(of: "+", with: " ")
-        return plus.removingPercentEncoding ?? plus
+        let plus = String(text.replacing("+", with: " "))
+        return URLEncoding.decode(plus) ?? plus
     }
 }
-
-import Foundation

@@ -1,5 +1,6 @@
 import FetchEngine
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSONRPC
 
 /// `download`: the body streams to `<path>.part` and lands at `path` only when complete
@@ -85,7 +86,7 @@ struct DownloadMethod: RPCMethod {
                 throw TransferFileError(path: params.path, detail: "exists and is not a regular file")
             }
         }
-        let directory = (params.path as NSString).deletingLastPathComponent
+        let directory = PathText.directory(of: params.path)
         guard stat(directory, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
             throw TransferFileError(path: params.path, detail: "the directory \(directory) does not exist")
         }

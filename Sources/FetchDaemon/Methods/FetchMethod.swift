@@ -1,5 +1,6 @@
 import FetchEngine
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSONRPC
 
 /// `fetch`: the request model plus how to return the body; the body comes back in the

@@ -1,5 +1,6 @@
 import FetchEngine
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSONRPC
 
 /// `getCookies {url?, domain?, cookieJar?}`: a jar's live cookies; with `url`, exactly the

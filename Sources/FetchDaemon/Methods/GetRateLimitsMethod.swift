@@ -1,5 +1,6 @@
 import FetchEngine
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSONRPC
 
 /// `getRateLimits`: every configured limit with the running and queued requests of the
@@ -52,8 +53,6 @@ struct GetRateLimitsMethod: InlineRPCMethod {
 
 enum ISO8601Format {
     static func string(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
+        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }
 }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSONRPC
 
 /// `getStatus`: version, pid, uptime, connections and job counts.

@@ -1,5 +1,6 @@
 import FetchEngine
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSONRPC
 
 /// `upload`: multipart/form-data streamed from disk (files by path or inline, plus form
@@ -67,7 +68,7 @@ struct UploadMethod: RPCMethod {
             if let path = try reader.string("path") {
                 try policy.checkReadable(path, field: reader.field("path"))
                 source = .path(path)
-                defaultName = (path as NSString).lastPathComponent
+                defaultName = PathText.lastComponent(of: path)
             } else if let text = try reader.string("content") {
                 source = .bytes(Array(text.utf8))
             } else {

@@ -1,5 +1,6 @@
 import FetchEngine
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSONRPC
 
 /// The request model shared by `fetch`, `download` and `upload` (protocol.md), decoded

@@ -1,5 +1,6 @@
 import FetchEngine
-import Foundation
+import FoundationEssentials
+import Glibc
 internal import CLinux
 import Synchronization
 
@@ -37,9 +38,7 @@ final class EventLoop: @unchecked Sendable {
     var pollFD: Int32 { epollFD }
 
     func start(name: String) {
-        let thread = Thread { [self] in run() }
-        thread.name = name
-        thread.start()
+        NamedThread.start(name) { [self] in run() }
     }
 
     /// Loop thread only.

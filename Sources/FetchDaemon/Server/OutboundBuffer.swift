@@ -48,4 +48,5 @@ struct OutboundBuffer {
     }
 }
 
-import Foundation
+import FoundationEssentials
+import Glibc

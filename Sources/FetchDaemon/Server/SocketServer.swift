@@ -1,5 +1,7 @@
 import FetchEngine
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 internal import CLinux
 import JSONRPC
 import Synchronization
