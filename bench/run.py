@@ -117,6 +117,13 @@ def run_child(cmd, timeout, **kw):
     return p.stdout.decode(errors="replace"), wall, cpu
 
 
+def settle_disk():
+    """Not timed: writes back what a download left dirty, so that the writeback of one
+    measurement does not slow the next (an upload right after a 1 GiB download took up to 5x
+    longer while the kernel flushed it)."""
+    os.sync()
+
+
 def fs_type(path):
     best, kind = "", "?"
     with open("/proc/mounts") as f:
@@ -400,6 +407,7 @@ http {{
         cpu = cpu_seconds(pid) - cpu0
         size = os.path.getsize(dest)
         os.unlink(dest)
+        settle_disk()
         if r.get("status") != 200 or size != BIG:
             raise RuntimeError(f"fetchd download: status {r.get('status')}, {size} bytes")
         return {"bytes": BIG, "seconds": wall, "cpu": cpu, "peak_rss_kib": mem_kib(pid)["VmHWM"]}
@@ -413,6 +421,7 @@ http {{
         out, wall, cpu = run_child(["curl", "-s", "-f", "-o", dest, self.base + "/big.bin"], 300)
         size = os.path.getsize(dest)
         os.unlink(dest)
+        settle_disk()
         if size != BIG:
             raise RuntimeError(f"curl download: {size} bytes")
         return {"bytes": BIG, "seconds": wall, "cpu": cpu}
