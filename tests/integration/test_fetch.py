@@ -223,6 +223,21 @@ class TestEcho(FetchCase):
         self.assertEqual(e["body"], text)
         self.assertEqual(e["bodyLength"], len(text.encode()))
 
+    def test_large_request_line_is_parsed_off_the_engine_thread_and_others_go_on(self):
+        # A 600 KiB line (over the 256 KiB the engine thread parses itself) goes to a task;
+        # small requests sent after it on the same connection are answered meanwhile.
+        text = "x" * (600 << 10)
+        c = self.daemon.client()
+        big = c.new_id()
+        c.send_obj({"jsonrpc": "2.0", "id": big, "method": "fetch",
+                    "params": {"url": self.srv.test_url + "/echo", "body": text}})
+        for _ in range(5):
+            self.assertEqual(c.call("ping"), "pong")
+        answer = c.answer_for(big, timeout=30)
+        e = json.loads(answer["result"]["body"])
+        self.assertEqual((e["method"], e["bodyLength"]), ("POST", len(text)))
+        self.assertEqual(e["body"], text)
+
     def test_empty_text_body_is_post(self):
         r, e = self.echo({"url": self.srv.test_url + "/echo", "body": ""})
         self.assertEqual(e["method"], "POST")
