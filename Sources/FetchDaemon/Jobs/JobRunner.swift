@@ -28,8 +28,7 @@ struct JobRunner: Sendable {
         try await runJob(model, method: method, url: url, context: context) { job, onProgress in
             let response = try await attemptWithRetries(job, model: model, prepare: prepare, context: context, onProgress: onProgress)
             // Settled before its result is made (a download lands): a cancel after this is too late.
-            if let by = job.settle() { throw JobCancelled(jobID: job.id, by: by) }
-            return try await body(job, response)
+            return try await body(job, Self.settle(job, .success(response)).get())
         }
     }
 
@@ -42,9 +41,8 @@ struct JobRunner: Sendable {
         let job = try register(model, method: method, url: url, context: context)
         let startedAt = ContinuousClock.now
         do {
-            let result = try await work(job, progressReporter(job, model: model, context: context))
             // A cancel that was acknowledged wins over a result that raced it.
-            if let by = job.settle() { throw JobCancelled(jobID: job.id, by: by) }
+            let result = try Self.settle(job, .success(try await work(job, progressReporter(job, model: model, context: context)))).get()
             finished(job, startedAt: startedAt, error: nil)
             return result
         } catch {
@@ -71,17 +69,7 @@ struct JobRunner: Sendable {
         let complete: @Sendable (Swift.Result<HTTPResponse, any Error>) -> Void = { ended in
             // Settled where it ended: a cancel acknowledged before this wins, one after it
             // answers false, even while the answer is still being made.
-            let outcome: Swift.Result<HTTPResponse, any Error>
-            switch ended {
-            case .success(let response):
-                if let by = job.settle() {
-                    outcome = .failure(JobCancelled(jobID: job.id, by: by))
-                } else {
-                    outcome = .success(response)
-                }
-            case .failure(let error):
-                outcome = .failure(Self.settled(job, error))
-            }
+            let outcome = Self.settle(job, ended)
             let deliver = { @Sendable in
                 let result = Swift.Result { try answer(job, outcome.get()) }
                 finished(job, startedAt: startedAt, error: result.failureValue)
@@ -124,11 +112,16 @@ struct JobRunner: Sendable {
         if !started { retries(RetryState(), nil) }
     }
 
-    /// A job that failed is settled too; if a cancel came first, the cancel is its outcome.
+    /// Settles a job whose outcome is decided, success or failure; if a cancel came first,
+    /// the cancel is its outcome.
+    private static func settle<Value>(_ job: Job, _ outcome: Swift.Result<Value, any Error>) -> Swift.Result<Value, any Error> {
+        if case .failure(let error) = outcome, error is JobCancelled { return outcome }
+        if let by = job.settle() { return .failure(JobCancelled(jobID: job.id, by: by)) }
+        return outcome
+    }
+
     private static func settled(_ job: Job, _ error: any Error) -> any Error {
-        if error is JobCancelled { return error }
-        if let by = job.settle() { return JobCancelled(jobID: job.id, by: by) }
-        return error
+        settle(job, Swift.Result<Void, any Error>.failure(error)).failureValue ?? error
     }
 
     /// Bodies up to this size become the answer on the engine thread; larger ones in a task.
