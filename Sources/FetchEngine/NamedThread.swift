@@ -13,7 +13,7 @@ public enum NamedThread {
         let status = pthread_create(&thread, &attributes, { raw in
             let body = Unmanaged<Body>.fromOpaque(raw!).takeRetainedValue()
             // Linux keeps thread names to 15 bytes.
-            _ = fetchd_name_this_thread(String(body.name.utf8.prefix(15))!)
+            _ = fetchd_name_this_thread(String(decoding: body.name.utf8.prefix(15), as: UTF8.self))
             body.run()
             return nil
         }, box)

@@ -4,9 +4,9 @@ import Glibc
 internal import CLinux
 import Synchronization
 
-/// A small epoll loop, run by one thread: its own (`start`), or a thread that waits on
-/// `pollFD` among other things and calls `runReady` (the engine's). Handlers are registered
-/// and run on that thread; `modify` and `execute` may be called from any thread.
+/// A small epoll set, run by a thread that waits on `pollFD` among other things and calls
+/// `runReady` when it is readable (the engine's). Handlers are registered and run on that
+/// thread; `modify` and `execute` may be called from any thread.
 final class EventLoop: @unchecked Sendable {
     typealias Handler = (_ events: UInt32) -> Void
 
@@ -34,12 +34,8 @@ final class EventLoop: @unchecked Sendable {
         close(wakeFD)
     }
 
-    /// Readable while events wait: for a thread that drives this loop with `runReady`.
+    /// Readable while events wait: for the thread that drives this loop with `runReady`.
     var pollFD: Int32 { epollFD }
-
-    func start(name: String) {
-        NamedThread.start(name) { [self] in run() }
-    }
 
     /// Loop thread only.
     func register(_ fd: Int32, events: UInt32, handler: @escaping Handler) {
@@ -76,22 +72,11 @@ final class EventLoop: @unchecked Sendable {
         execute {}
     }
 
-    private func run() {
-        while !stopped.load(ordering: .relaxed) {
-            if !handleEvents(timeout: -1) { break }
-        }
-    }
-
     /// Handles what is ready now, without waiting (the driving thread saw `pollFD` readable).
     func runReady() {
         guard !stopped.load(ordering: .relaxed) else { return }
-        _ = handleEvents(timeout: 0)
-    }
-
-    /// One epoll wait and its events. False when the descriptor failed.
-    private func handleEvents(timeout: Int32) -> Bool {
-        let count = fetchd_epoll_wait(epollFD, &fds, &events, Int32(fds.count), timeout)
-        if count < 0 { return errno == EINTR }
+        let count = fetchd_epoll_wait(epollFD, &fds, &events, Int32(fds.count), 0)
+        guard count > 0 else { return }
         for index in 0..<Int(count) {
             let fd = fds[index]
             if fd == wakeFD {
@@ -107,7 +92,6 @@ final class EventLoop: @unchecked Sendable {
                 handler(events[index])
             }
         }
-        return true
     }
 }
 

@@ -34,18 +34,14 @@ final class SocketServer: Sendable {
     /// Waits on a descriptor and calls back on its own thread when it is readable.
     typealias Driver = (_ fd: Int32, _ onReadable: @escaping @Sendable () -> Void) -> Void
 
-    /// Starts serving: on the thread of `driver` (the engine's, so that a request read and
-    /// the transfer it starts need no hop between threads), or on a thread of its own.
-    func start(drivenBy driver: Driver? = nil) {
+    /// Starts serving on the thread of `driver` (the engine's, so that a request read and
+    /// the transfer it starts need no hop between threads).
+    func start(drivenBy driver: Driver) {
         loop.execute { [self] in
             loop.register(listenFD, events: FETCHD_EPOLLIN) { [self] _ in acceptAll() }
         }
-        if let driver {
-            let loop = self.loop
-            driver(loop.pollFD) { loop.runReady() }
-        } else {
-            loop.start(name: "fetchd-socket")
-        }
+        let events = loop
+        driver(events.pollFD) { events.runReady() }
     }
 
     /// Stops accepting and removes the socket file; connections stay until `closeAll`.
