@@ -20,7 +20,8 @@ public final class Daemon: Sendable {
         self.options = options
         log = Logger(minimum: options.verbose ? .debug : .notice)
         socketPath = SocketPath.resolve(flag: options.socketPath, environment: environment, uid: getuid())
-        engine = HTTPEngine(settings: EngineSettings(caFile: options.caFile, userAgent: "fetchd/\(FetchdVersion.text)"))
+        engine = HTTPEngine(settings: EngineSettings(
+            caFile: options.caFile, userAgent: "fetchd/\(FetchdVersion.text)", spinMicroseconds: options.spinMicroseconds))
         // Loaded before the socket exists, so the first request already sees the cookies.
         let cookieFile = options.cookieFile.map { [engine, log] in CookiePersister(path: $0, engine: engine, log: log) }
         cookieFile?.start()

@@ -9,13 +9,17 @@ public struct EngineSettings: Sendable {
     public var maxCachedConnections: Int
     /// Easy handles kept for reuse (saves setting up a handle per request).
     public var handlePoolSize: Int
+    /// How long the engine thread keeps polling without sleeping before it blocks, in
+    /// microseconds (0: never). Work that arrives within it skips a sleep and a wake-up.
+    public var spinMicroseconds: Int
 
     public init(caFile: String? = nil, userAgent: String = "fetchd", receiveBufferBytes: Int = 512 << 10,
-                maxCachedConnections: Int = 256, handlePoolSize: Int = 64) {
+                maxCachedConnections: Int = 256, handlePoolSize: Int = 64, spinMicroseconds: Int = 40) {
         self.caFile = caFile
         self.userAgent = userAgent
         self.receiveBufferBytes = receiveBufferBytes
         self.maxCachedConnections = maxCachedConnections
         self.handlePoolSize = handlePoolSize
+        self.spinMicroseconds = spinMicroseconds
     }
 }

@@ -24,6 +24,18 @@ final class DaemonOptionsTests: XCTestCase {
         XCTAssertTrue(options.verbose)
     }
 
+    func testSpinMicroseconds() throws {
+        guard case .run(let defaults) = try DaemonOptions.parse([]) else { return XCTFail() }
+        XCTAssertEqual(defaults.spinMicroseconds, 40)
+        guard case .run(let off) = try DaemonOptions.parse(["--spin-us", "0"]) else { return XCTFail() }
+        XCTAssertEqual(off.spinMicroseconds, 0)
+        guard case .run(let long) = try DaemonOptions.parse(["--spin-us=250"]) else { return XCTFail() }
+        XCTAssertEqual(long.spinMicroseconds, 250)
+        for bad in ["-1", "10001", "x", "1.5"] {
+            XCTAssertThrowsError(try DaemonOptions.parse(["--spin-us", bad]), bad)
+        }
+    }
+
     func testHelpVersionAndMistakes() {
         XCTAssertEqual(try DaemonOptions.parse(["--help"]), .help)
         XCTAssertEqual(try DaemonOptions.parse(["--version"]), .version)

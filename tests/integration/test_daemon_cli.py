@@ -4,7 +4,7 @@ import shutil
 import tempfile
 import unittest
 
-from harness import Daemon, run_fetchd
+from harness import Daemon, run_fetchd, servers
 
 
 class TestCommandLine(unittest.TestCase):
@@ -42,11 +42,21 @@ class TestCommandLine(unittest.TestCase):
         self.assertTrue(r.stderr.strip(), "no message for an unknown option")
 
     def test_bad_option_values(self):
-        for args in (("--max-message-bytes", "abc"), ("--max-message-bytes", "-5"), ("--socket",)):
+        for args in (("--max-message-bytes", "abc"), ("--max-message-bytes", "-5"), ("--socket",),
+                     ("--spin-us", "-1"), ("--spin-us", "20000")):
             with self.subTest(args=args):
                 r = run_fetchd(*args, timeout=10)
                 self.assertNotEqual(r.returncode, 0, f"{args} accepted")
                 self.assertTrue(r.stderr.strip())
+
+
+    def test_spin_us_zero_still_serves(self):
+        # With no polling before sleeping, every request wakes the engine from its sleep.
+        srv = servers()
+        with Daemon("--spin-us", "0") as d, d.client() as c:
+            for _ in range(20):
+                self.assertEqual(c.call("ping"), "pong")
+                self.assertEqual(c.call("fetch", {"url": srv.nginx_url + "/small.txt"})["status"], 200)
 
 
 class TestSocketPathRules(unittest.TestCase):

@@ -18,6 +18,8 @@ public struct DaemonOptions: Sendable, Equatable {
     public var maxQueued = 10_000
     /// `--log-dir`: where HTTP logs go when enabled without a directory.
     public var logDirectory: String?
+    /// `--spin-us`: how long the engine polls before it sleeps.
+    public var spinMicroseconds = 40
 
     public struct RateFlag: Sendable, Equatable {
         public var host: String
@@ -81,6 +83,10 @@ public struct DaemonOptions: Sendable, Equatable {
         },
         Option(name: "--log-dir", argument: "DIR", help: "directory for HTTP logs (HAR files) when setLogging names none (default $XDG_STATE_HOME/fetchd/http-logs)") { o, v throws(UsageError) in
             o.logDirectory = try absolutePath(v, option: "--log-dir")
+        },
+        Option(name: "--spin-us", argument: "N", help: "microseconds the engine keeps polling after work before it sleeps: lower latency for a little CPU (default 40; 0 = sleep at once)") { o, v throws(UsageError) in
+            guard let n = Int(v), (0...10_000).contains(n) else { throw UsageError(description: "--spin-us takes microseconds from 0 to 10000") }
+            o.spinMicroseconds = n
         },
         Option(name: "--verbose", argument: nil, help: "log connections and requests to stderr") { o, _ throws(UsageError) in
             o.verbose = true
