@@ -174,7 +174,7 @@ public enum JSONCodec {
                 if let member = json_object_iter_value(current) { members.append((key: key, value: value(of: member))) }
                 iterator = json_object_iter_next(json, current)
             }
-            return .object(JSONObject(parsedMembers: members))  // jansson keeps the last of duplicate keys
+            return .object(JSONObject(distinctMembers: members))  // jansson keeps the last of duplicate keys
         default:
             return .null
         }

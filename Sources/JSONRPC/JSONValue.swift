@@ -22,26 +22,15 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
         for (key, value) in members { self[key] = value }
     }
 
-    /// A literal's keys are distinct (checked in debug builds): no duplicate search.
+    /// Members whose keys the caller knows to be distinct (a literal, the parser, answer
+    /// headers): taken as they are, with no duplicate search. Checked in debug builds.
+    public init(distinctMembers: [(key: String, value: JSONValue)]) {
+        assert(Set(distinctMembers.map(\.key)).count == distinctMembers.count, "duplicate key in a JSON object")
+        members = distinctMembers
+    }
+
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
-        assert(Set(elements.map(\.0)).count == elements.count, "duplicate key in a JSON object literal")
-        members = elements.map { (key: $0.0, value: $0.1) }
-    }
-
-    /// Members whose keys the caller knows to be distinct: no duplicate search.
-    public init(distinctKeys keys: [String], values: [JSONValue]) {
-        precondition(keys.count == values.count)
-        members = zip(keys, values).map { (key: $0, value: $1) }
-    }
-
-    /// Members already known to have distinct keys (from the parser): no duplicate search.
-    init(uniqueMembers: [(String, JSONValue)]) {
-        members = uniqueMembers.map { (key: $0.0, value: $0.1) }
-    }
-
-    /// The parser's members, taken as they are.
-    init(parsedMembers: [(key: String, value: JSONValue)]) {
-        members = parsedMembers
+        self.init(distinctMembers: elements.map { (key: $0.0, value: $0.1) })
     }
 
     public subscript(key: String) -> JSONValue? {
@@ -77,8 +66,7 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral,
     public init(floatLiteral value: Double) { self = .double(value) }
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
-        assert(Set(elements.map(\.0)).count == elements.count, "duplicate key in a JSON object literal")
-        self = .object(JSONObject(uniqueMembers: elements))
+        self = .object(JSONObject(distinctMembers: elements.map { (key: $0.0, value: $0.1) }))
     }
     public init(nilLiteral: ()) { self = .null }
 }

@@ -20,7 +20,7 @@ enum ResponseFields {
                 values.append(header.value)
             }
         }
-        return .object(JSONObject(distinctKeys: names, values: values.map(JSONValue.string)))
+        return .object(JSONObject(distinctMembers: zip(names, values).map { (key: $0, value: .string($1)) }))
     }
 
     /// Header names are ASCII tokens: lowercased without Unicode tables, and not copied
