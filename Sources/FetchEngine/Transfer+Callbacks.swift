@@ -79,9 +79,15 @@ let transferSeekCallback: fetchd_seek_cb = { user, offset, origin in
 
 /// Reports progress at most every `progressIntervalNanos`; the final report is sent by the
 /// engine when the transfer ends.
-let transferProgressCallback: fetchd_xferinfo_cb = { user, _, _, _, _ in
+let transferProgressCallback: fetchd_xferinfo_cb = { user, receiveTotal, received, sendTotal, sent in
     let t = transfer(user)
     guard let onProgress = t.onProgress else { return 0 }
+    // libcurl calls this many times per transfer, mostly with nothing new: the counts it
+    // passes are compared with what was last reported before the clock is read.
+    if let last = t.lastProgress, last.receivedBytes == received, last.sentBytes == sent,
+       (last.totalReceiveBytes ?? 0) == receiveTotal, (last.totalSendBytes ?? 0) == sendTotal {
+        return 0
+    }
     let now = DispatchTime.now().uptimeNanoseconds
     guard now &- t.lastProgressNanos >= progressIntervalNanos else { return 0 }
     let progress = t.currentProgress()

@@ -67,6 +67,8 @@ final class Transfer: @unchecked Sendable {
     func configure(_ easy: UnsafeMutableRawPointer, settings: EngineSettings) {
         self.easy = easy
         let me = Unmanaged.passUnretained(self).toOpaque()
+        // Room for a typical response's headers at once, not grown one doubling at a time.
+        responseHeaders.reserveCapacity(16)
         setLong(CURLOPT_NOSIGNAL, 1)
         fetchd_easy_setopt_str(easy, CURLOPT_URL, request.url)
         fetchd_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")

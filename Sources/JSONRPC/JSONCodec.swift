@@ -64,7 +64,7 @@ public enum JSONCodec {
         switch value {
         case .null: out.append("null")
         case .bool(let b): out.append(b ? "true" : "false")
-        case .integer(let i): out.append(String(i))
+        case .integer(let i): writeInteger(i, to: &out)
         case .double(let d):
             // JSON has no NaN or infinity.
             if d.isFinite { out.append(d.description) } else { out.append("null") }
@@ -90,8 +90,8 @@ public enum JSONCodec {
 
     private static let hexDigits: StaticString = "0123456789abcdef"
 
-    /// One pass over the bytes into raw memory; room for the common case (nothing to escape)
-    /// is made once, and again only at an escape.
+    /// Clean runs (nothing to escape) are found eight bytes at a time and copied whole; only
+    /// an escape is handled byte by byte. Room for the common case is made once.
     private static func writeString(_ string: String, to out: inout ByteSink) {
         var string = string
         string.withUTF8 { utf8 in
@@ -100,13 +100,19 @@ public enum JSONCodec {
             var p = out.end
             p.pointee = UInt8(ascii: "\"")
             p += 1
-            for index in 0..<count {
-                let byte = utf8[index]
-                guard byte < 0x20 || byte == 0x22 || byte == 0x5C else {
-                    p.pointee = byte
-                    p += 1
-                    continue
-                }
+            guard let source = utf8.baseAddress else {
+                p.pointee = UInt8(ascii: "\"")
+                out.setEnd(p + 1)
+                return
+            }
+            var runStart = 0
+            var index = 0
+            while index < count {
+                index = firstByteToEscape(source, from: index, count: count)
+                guard index < count else { break }
+                p.update(from: source + runStart, count: index - runStart)
+                p += index - runStart
+                let byte = source[index]
                 out.setEnd(p)
                 out.reserve(6 + (count - index) + 1)
                 p = out.end
@@ -126,10 +132,62 @@ public enum JSONCodec {
                     p[5] = hexDigits.utf8Start[Int(byte & 0xF)]
                     p += 6
                 }
+                index += 1
+                runStart = index
             }
+            p.update(from: source + runStart, count: count - runStart)
+            p += count - runStart
             p.pointee = UInt8(ascii: "\"")
             out.setEnd(p + 1)
         }
+    }
+
+    /// The index of the first byte at or after `start` that JSON needs escaped (a control
+    /// character, `"` or `\`), or `count`. Tests eight bytes per step: a byte below 0x20 or
+    /// equal to 0x22 or 0x5C sets the high bit of its lane.
+    @inline(__always)
+    static func firstByteToEscape(_ bytes: UnsafePointer<UInt8>, from start: Int, count: Int) -> Int {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var index = start
+        while index + 8 <= count {
+            let word = UInt64(littleEndian: UnsafeRawPointer(bytes + index).loadUnaligned(as: UInt64.self))
+            let quote = word ^ (ones &* 0x22)
+            let backslash = word ^ (ones &* 0x5C)
+            // Exact for the lowest flagged lane (borrows only disturb the lanes above it).
+            let found = ((word &- ones &* 0x20) & ~word | (quote &- ones) & ~quote | (backslash &- ones) & ~backslash) & highs
+            if found != 0 { return index + found.trailingZeroBitCount / 8 }
+            index += 8
+        }
+        while index < count {
+            let byte = bytes[index]
+            if byte < 0x20 || byte == 0x22 || byte == 0x5C { return index }
+            index += 1
+        }
+        return count
+    }
+
+    /// Decimal digits straight into the output, without a String.
+    private static func writeInteger(_ value: Int64, to out: inout ByteSink) {
+        out.reserve(20)
+        var magnitude = value.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch, filled from the end
+        let written = withUnsafeMutableBytes(of: &digits) { scratch -> Int in
+            var at = scratch.count
+            repeat {
+                at -= 1
+                scratch[at] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            if value < 0 {
+                at -= 1
+                scratch[at] = UInt8(ascii: "-")
+            }
+            let length = scratch.count - at
+            out.end.update(from: scratch.baseAddress!.assumingMemoryBound(to: UInt8.self) + at, count: length)
+            return length
+        }
+        out.setEnd(out.end + written)
     }
 
     public static func encodeString(_ value: JSONValue) -> String {

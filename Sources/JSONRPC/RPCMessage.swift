@@ -19,8 +19,24 @@ public struct RPCRequest: Sendable {
         guard case .object(let object) = value else {
             return .failure(AnswerableError(id: .null, error: .invalidRequest("a request must be an object")))
         }
+        // One pass over the members (this runs for every request); the checks below keep
+        // their order so the error reported for a request with several faults is stable.
+        var rawID: JSONValue? = nil
+        var version: JSONValue? = nil
+        var rawMethod: JSONValue? = nil
+        var params: JSONValue? = nil
+        var unknown: String? = nil
+        for member in object.members {
+            switch member.key {
+            case "method": rawMethod = member.value
+            case "params": params = member.value
+            case "id": rawID = member.value
+            case "jsonrpc": version = member.value
+            default: if unknown == nil { unknown = member.key }
+            }
+        }
         var id: JSONValue? = nil
-        if let rawID = object["id"] {
+        if let rawID {
             switch rawID {
             case .string, .integer, .double, .null: id = rawID
             default:
@@ -28,24 +44,19 @@ public struct RPCRequest: Sendable {
             }
         }
         let answerID = id ?? .null
-        guard object["jsonrpc"] == .string("2.0") else {
+        guard version == .string("2.0") else {
             return .failure(AnswerableError(id: answerID, error: .invalidRequest("jsonrpc must be \"2.0\"")))
         }
-        guard case .string(let method)? = object["method"] else {
+        guard case .string(let method)? = rawMethod else {
             return .failure(AnswerableError(id: answerID, error: .invalidRequest("method must be a string")))
         }
-        let params = object["params"]
         switch params {
         case nil, .object?, .array?: break
         default:
             return .failure(AnswerableError(id: answerID, error: .invalidRequest("params must be an object or an array")))
         }
-        for member in object.members {
-            switch member.key {
-            case "jsonrpc", "id", "method", "params": continue
-            default:
-                return .failure(AnswerableError(id: answerID, error: .invalidRequest("unknown member \"\(member.key)\"")))
-            }
+        if let unknown {
+            return .failure(AnswerableError(id: answerID, error: .invalidRequest("unknown member \"\(unknown)\"")))
         }
         return .success(RPCRequest(id: id, method: method, params: params))
     }

@@ -75,6 +75,49 @@ final class JSONCodecTests: XCTestCase {
         XCTAssertEqual(JSONCodec.encode(value).count, line.count - 1)
     }
 
+    /// The encoder finds bytes to escape eight at a time: every special byte at every lane
+    /// and offset, next to multi-byte UTF-8, must come out exactly as a byte-by-byte escape.
+    func testEscapesAtEveryPositionMatchAByteByByteEncoder() {
+        func reference(_ text: String) -> String {
+            var out = "\""
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "\"": out += "\\\""
+                case "\\": out += "\\\\"
+                case "\n": out += "\\n"
+                case "\r": out += "\\r"
+                case "\t": out += "\\t"
+                case "\u{8}": out += "\\b"
+                case "\u{c}": out += "\\f"
+                case let s where s.value < 0x20:
+                    out += "\\u00" + String(s.value >> 4, radix: 16) + String(s.value & 0xF, radix: 16)
+                default: out.unicodeScalars.append(scalar)
+                }
+            }
+            return out + "\""
+        }
+        let specials: [Character] = ["\"", "\\", "\n", "\u{0}", "\u{1f}", "\u{7f}", " ", "é", "😀"]
+        for length in 0..<20 {
+            for position in 0..<max(length, 1) {
+                for special in specials {
+                    var characters = Array(repeating: Character("a"), count: length)
+                    if position < length { characters[position] = special }
+                    let text = String(characters)
+                    XCTAssertEqual(JSONCodec.encodeString(.string(text)), reference(text), "length \(length) at \(position)")
+                }
+            }
+        }
+        let mixed = "\u{1}x\"\u{1f}😀\\" + String(repeating: "b", count: 17) + "\n"
+        XCTAssertEqual(JSONCodec.encodeString(.string(mixed)), reference(mixed))
+    }
+
+    func testIntegersAreWrittenInFull() throws {
+        for value: Int64 in [0, 7, -7, 10, -10, 99, 100, 1_234_567_890, Int64.max, Int64.min, Int64.min + 1] {
+            XCTAssertEqual(JSONCodec.encodeString(.integer(value)), String(value))
+            XCTAssertEqual(try JSONCodec.decode(JSONCodec.encodeString(.integer(value))), .integer(value))
+        }
+    }
+
     func testObjectLaterKeyReplacesEarlier() {
         var object: JSONObject = ["a": 1, "b": 2]
         object["a"] = 3

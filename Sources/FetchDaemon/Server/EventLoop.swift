@@ -16,8 +16,10 @@ final class EventLoop: @unchecked Sendable {
     private let stopped = Atomic<Bool>(false)
     // Loop thread only.
     private var handlers: [Int32: Handler] = [:]
-    private var fds = [Int32](repeating: 0, count: 256)
-    private var events = [UInt32](repeating: 0, count: 256)
+    // Filled by epoll_wait: buffers rather than arrays in stored properties, which would add
+    // a dynamic exclusivity check to every wait.
+    private let fds = UnsafeMutableBufferPointer<Int32>.allocate(capacity: 256)
+    private let events = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: 256)
     /// One receive buffer for every connection: only the loop thread reads.
     let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
 
@@ -30,6 +32,8 @@ final class EventLoop: @unchecked Sendable {
 
     deinit {
         readBuffer.deallocate()
+        fds.deallocate()
+        events.deallocate()
         close(epollFD)
         close(wakeFD)
     }
@@ -75,7 +79,7 @@ final class EventLoop: @unchecked Sendable {
     /// Handles what is ready now, without waiting (the driving thread saw `pollFD` readable).
     func runReady() {
         guard !stopped.load(ordering: .relaxed) else { return }
-        let count = fetchd_epoll_wait(epollFD, &fds, &events, Int32(fds.count), 0)
+        let count = fetchd_epoll_wait(epollFD, fds.baseAddress, events.baseAddress, Int32(fds.count), 0)
         guard count > 0 else { return }
         for index in 0..<Int(count) {
             let fd = fds[index]
