@@ -450,11 +450,14 @@ http {{
     # -- ping
     def ping(self, sock, n):
         pid = self.fetchd.pid if sock == self.sock else None
+        if pid:
+            reset_peak_rss(pid)
         cpu0 = cpu_seconds(pid) if pid else 0
         out, wall, _ = run_child([self.bin["ping_rtt"], sock, str(n)], 120)
         r = json.loads(out)
         if pid:
             r["cpu"] = cpu_seconds(pid) - cpu0
+            r["peak_rss_kib"] = mem_kib(pid)["VmHWM"]
         return r
 
     # -- idle
@@ -509,7 +512,8 @@ def summarize(b):
                                  "p99_us": med([r["p99_us"] for r in rounds]),
                                  "count": rounds[0]["count"], "rounds": len(rounds),
                                  "cpu_us_per_ping": med([1e6 * r["cpu"] / r["count"] for r in rounds])
-                                 if "cpu" in rounds[0] else None}
+                                 if "cpu" in rounds[0] else None,
+                                 "peak_rss_kib": max((r.get("peak_rss_kib", 0) for r in rounds), default=None) or None}
         elif k[0] == "idle":
             s[f"idle.{k[1]}"] = rounds[-1]
     return s
@@ -587,7 +591,8 @@ def print_table(s, g, meta):
         e = s.get(f"ping.{t}")
         if e:
             rows.append(("ping, 1 in flight", name, f"p50 {e['p50_us']:.1f} us  p99 {e['p99_us']:.1f} us",
-                         f"{e['cpu_us_per_ping']:.1f}" if e.get("cpu_us_per_ping") else "", "",
+                         f"{e['cpu_us_per_ping']:.1f}" if e.get("cpu_us_per_ping") else "",
+                         f"{e['peak_rss_kib'] / 1024:.1f}" if e.get("peak_rss_kib") else "",
                          f"{pf['p50_us'] / e['p50_us']:.2f}x (p50)" if pf and t != "fetchd" else "",
                          f"n={e['count']}"))
     for which in ("fresh", "after_load"):
@@ -726,7 +731,9 @@ def main():
                 b.record(key, b.ping, sock, args.pings)
             print(f"downloads, uploads, pings: round {rnd + 1}/{args.large_rounds} done", flush=True)
 
-        time.sleep(1.0)
+        # The daemon hands freed memory back to the system once, 2 s after its last job
+        # (IdleMemoryRelease); idle is measured once that has happened.
+        time.sleep(3.0)
         print("idle (after the load, 5 s) ...", flush=True)
         b.record(("idle", "after_load"), b.idle, b.fetchd.pid)
         meta["seconds"] = round(time.monotonic() - t_start, 1)

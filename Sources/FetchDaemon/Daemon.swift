@@ -44,7 +44,10 @@ public final class Daemon: Sendable {
         }
         let httpLog = HTTPLog(defaultDirectory: options.httpLogDirectory(environment: environment), log: log)
         self.httpLog = httpLog
-        let jobs = JobRegistry(services: JobServices(engine: engine, admission: admission, httpLog: httpLog, log: log, answers: AnswerWorker(aroundBurst: { WriteCork.around($0) })))
+        let tasks = WorkerThreads(name: "fetchd-tasks", count: WorkerThreads.defaultCount)
+        let jobs = JobRegistry(services: JobServices(
+            engine: engine, admission: admission, httpLog: httpLog, log: log,
+            answers: AnswerWorker(aroundBurst: { WriteCork.around($0) }), tasks: tasks))
         self.jobs = jobs
         let runner = JobRunner(jobs: jobs)
         let policy = FilePolicy(allowedDirectories: options.allowedDirectories)
@@ -74,6 +77,7 @@ public final class Daemon: Sendable {
             prepare: { line, context, later in dispatcher.prepare(line: line, context: context, later: later) },
             answer: { message, context in await dispatcher.answer(message: message, context: context) },
             maxMessageBytes: options.maxMessageBytes,
+            tasks: tasks,
             vanished: { id in
                 log.debug("connection \(id): peer gone; cancelling its jobs")
                 jobs.connectionVanished(id)

@@ -2,6 +2,7 @@
 import os
 import shutil
 import tempfile
+import time
 import unittest
 
 from harness import Daemon, run_fetchd, servers
@@ -125,3 +126,36 @@ class TestSocketPathRules(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestIdle(unittest.TestCase):
+    def test_idle_daemon_does_not_wake_after_async_work(self):
+        # A batch runs as tasks and a download ends with file work off the engine thread.
+        # Neither may leave a timer behind: Swift's default executor on Linux (libdispatch's
+        # workqueue) would wake the process every second from its first use.
+        srv = servers()
+        with Daemon() as d, d.client() as c:
+            c.send_obj([{"jsonrpc": "2.0", "id": 901, "method": "ping"},
+                        {"jsonrpc": "2.0", "id": 902, "method": "getStatus"}])
+            answers = c.recv()
+            self.assertEqual(len(answers), 2)
+            path = os.path.join(d.tmpdir, "idle-check.bin")
+            self.assertEqual(c.call("download", {"url": srv.nginx_url + "/small.txt", "path": path})["status"], 200)
+            # Past the one release of freed memory 2 s after the last job, then count.
+            time.sleep(3.0)
+
+            def switches():
+                counts = {}
+                for tid in os.listdir(f"/proc/{d.pid}/task"):
+                    try:
+                        with open(f"/proc/{d.pid}/task/{tid}/status") as f:
+                            counts[tid] = sum(int(line.split()[1]) for line in f if "voluntary_ctxt_switches" in line)
+                    except FileNotFoundError:
+                        pass
+                return counts
+
+            before = switches()
+            time.sleep(4.0)
+            # Per thread: a thread that exits in the window takes its count with it.
+            woke = sum(max(0, n - before.get(tid, 0)) for tid, n in switches().items())
+            self.assertLessEqual(woke, 1, f"an idle daemon woke {woke} times in 4 s")

@@ -203,6 +203,10 @@ final class Job: Sendable {
         mutable.withLock { $0.waitingTicket = nil }
     }
 
+    /// Timers for the waits between attempts. A serial queue: `DispatchQueue.global()` would
+    /// start libdispatch's workqueue, whose monitor then wakes the process every second.
+    private static let retryTimers = DispatchQueue(label: "fetchd.retry-waits")
+
     /// Waits before the next attempt; a cancel ends the wait at once.
     func waitBeforeRetry(seconds: Double) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -216,7 +220,7 @@ final class Job: Sendable {
                 continuation.resume(throwing: JobCancelled(jobID: id, by: by))
                 return
             }
-            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
+            Self.retryTimers.asyncAfter(deadline: .now() + seconds) { [self] in
                 let waiter = mutable.withLock { m -> CheckedContinuation<Void, any Error>? in
                     defer { m.waiter = nil }
                     if m.waiter != nil { m.state = .queued }
@@ -268,4 +272,6 @@ struct JobServices: Sendable {
     let log: Logger
     /// Builds answers beside the engine thread when it is busy.
     let answers: AnswerWorker
+    /// Where jobs that wait (retries, queues, large answers) continue as tasks.
+    let tasks: WorkerThreads
 }

@@ -78,7 +78,7 @@ struct JobRunner: Sendable {
             // Turning a large body into text or base64 is not work for the engine thread; nor is
             // any answer while other transfers are running: they go on while it is built.
             if case .success(let response) = outcome, response.body.count > Self.inlineAnswerBodyBytes {
-                Task { deliver() }
+                Task(executorPreference: services.tasks) { deliver() }
             } else if services.engine.activeTransfers >= Self.handOffAnswersAboveActive {
                 services.answers.execute(deliver)
             } else {
@@ -86,7 +86,7 @@ struct JobRunner: Sendable {
             }
         }
         let retries = { @Sendable (state: RetryState, wait: Retry?) -> Void in
-            Task {
+            Task(executorPreference: services.tasks) {
                 do {
                     complete(.success(try await attemptWithRetries(
                         job, model: model, prepare: { request }, context: context,

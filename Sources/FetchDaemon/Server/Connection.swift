@@ -21,6 +21,8 @@ final class Connection: Sendable {
         /// Answers a decoded message; nil when nothing is owed.
         let answer: @Sendable (_ message: JSONValue, _ context: RPCContext) async -> JSONValue?
         let maxMessageBytes: Int
+        /// Where this connection's tasks run (a large line's parse, a deferred answer).
+        let tasks: any TaskExecutor
         /// The peer is gone (not just half-closed): its jobs may be cancelled.
         let vanished: @Sendable (_ connectionID: UInt64) -> Void
         let closed: @Sendable (_ connectionID: UInt64) -> Void
@@ -132,7 +134,7 @@ final class Connection: Sendable {
             // Parsing a large message is not work for the loop's thread (which also runs
             // the transfers): it goes to a task.
             if line.count > Self.parseInTaskAboveBytes {
-                Task { self.prepareAndAnswer(line) }
+                Task(executorPreference: hooks.tasks) { self.prepareAndAnswer(line) }
             } else {
                 prepareAndAnswer(line)
             }
@@ -150,7 +152,7 @@ final class Connection: Sendable {
             break
         case .deferred(let message):
             let hooks = self.hooks
-            Task { self.answered(await hooks.answer(message, context)) }
+            Task(executorPreference: hooks.tasks) { self.answered(await hooks.answer(message, context)) }
         }
     }
 
