@@ -146,7 +146,7 @@ public enum JSONCodec {
     /// character, `"` or `\`), or `count`. Tests eight bytes per step: a byte below 0x20 or
     /// equal to 0x22 or 0x5C sets the high bit of its lane.
     @inline(__always)
-    static func firstByteToEscape(_ bytes: UnsafePointer<UInt8>, from start: Int, count: Int) -> Int {
+    private static func firstByteToEscape(_ bytes: UnsafePointer<UInt8>, from start: Int, count: Int) -> Int {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
         var index = start
