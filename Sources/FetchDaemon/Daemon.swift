@@ -47,7 +47,8 @@ public final class Daemon: Sendable {
         let tasks = WorkerThreads(name: "fetchd-tasks", count: WorkerThreads.defaultCount)
         let jobs = JobRegistry(services: JobServices(
             engine: engine, admission: admission, httpLog: httpLog, log: log,
-            answers: AnswerWorker(aroundBurst: { WriteCork.around($0) }), tasks: tasks))
+            answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { WriteCork.around($0) }),
+            tasks: tasks))
         self.jobs = jobs
         let runner = JobRunner(jobs: jobs)
         let policy = FilePolicy(allowedDirectories: options.allowedDirectories)

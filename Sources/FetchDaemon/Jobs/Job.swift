@@ -271,7 +271,7 @@ struct JobServices: Sendable {
     let httpLog: HTTPLog
     let log: Logger
     /// Builds answers beside the engine thread when it is busy.
-    let answers: AnswerWorker
+    let answers: WorkerThreads
     /// Where jobs that wait (retries, queues, large answers) continue as tasks.
     let tasks: WorkerThreads
 }

@@ -1,28 +1,39 @@
 import FetchEngine
 import Glibc
 
-/// A fixed set of named threads that run work in the order it was handed over, and a Swift
-/// `TaskExecutor`: the daemon's tasks run here, never on Swift's default global executor.
+/// A fixed set of named threads that run work in the order it was handed over. Idle threads
+/// wait on a condition variable and wake only for work. The daemon has three:
 ///
-/// On Linux the default global executor is libdispatch's internal workqueue, which from its
-/// first use keeps a monitoring timer firing once a second for the life of the process: a
-/// daemon that had served one batch or one download woke every second while idle. Threads
-/// waiting on a condition variable wake only for work.
+/// - the task threads, a Swift `TaskExecutor`: every `Task` of the daemon is created with them
+///   as its executor preference and never runs on Swift's default global executor. On Linux
+///   that executor is libdispatch's internal workqueue, which from its first use keeps a
+///   monitoring timer firing once a second for the life of the process: a daemon that had
+///   served one batch or one download woke every second while idle.
+/// - the answer thread (one thread, in bursts): turns finished transfers into answers while
+///   the engine thread is busy. Under load the engine hands it work in bursts (one wake-up
+///   for many answers) and goes back to libcurl, so building and writing answers runs beside
+///   the transfers instead of between them. An idle engine answers itself: no thread hop.
+/// - the blocking-file threads (`BlockingIO`).
 final class WorkerThreads: TaskExecutor, @unchecked Sendable {
+    typealias Burst = @Sendable (() -> Void) -> Void
+
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     // Guarded by `mutex`: a queue read from `head`, compacted when half of it is consumed.
     private var queue: [@Sendable () -> Void] = []
     private var head = 0
     private var waiting = 0
-
-    /// `count` threads named `name` (Linux keeps 15 bytes of a thread's name).
-    init(name: String, count: Int) {
+    /// `count` threads named `name` (Linux keeps 15 bytes of a thread's name). With a
+    /// `burst`, a thread that wakes takes everything queued and runs it inside `burst` (the
+    /// daemon holds answer writes back until the end of one).
+    init(name: String, count: Int, burst: Burst? = nil) {
         precondition(count > 0)
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(condition, nil)
         for _ in 0..<count {
-            NamedThread.start(name) { [self] in run() }
+            NamedThread.start(name) { [self] in
+                if let burst { runInBursts(burst) } else { runOneAtATime() }
+            }
         }
     }
 
@@ -43,14 +54,19 @@ final class WorkerThreads: TaskExecutor, @unchecked Sendable {
         execute { [self] in job.runSynchronously(on: asUnownedTaskExecutor()) }
     }
 
-    private func run() {
+    /// Locked: waits until something is queued.
+    private func waitForWork() {
+        while head == queue.count {
+            waiting += 1
+            pthread_cond_wait(condition, mutex)
+            waiting -= 1
+        }
+    }
+
+    private func runOneAtATime() {
         while true {
             pthread_mutex_lock(mutex)
-            while head == queue.count {
-                waiting += 1
-                pthread_cond_wait(condition, mutex)
-                waiting -= 1
-            }
+            waitForWork()
             let work = queue[head]
             head += 1
             if head == queue.count {
@@ -62,6 +78,18 @@ final class WorkerThreads: TaskExecutor, @unchecked Sendable {
             }
             pthread_mutex_unlock(mutex)
             work()
+        }
+    }
+
+    private func runInBursts(_ burst: Burst) {
+        var batch: [@Sendable () -> Void] = []
+        while true {
+            pthread_mutex_lock(mutex)
+            waitForWork()
+            swap(&batch, &queue)  // `head` stays 0: bursts take the whole queue
+            pthread_mutex_unlock(mutex)
+            burst { for work in batch { work() } }
+            batch.removeAll(keepingCapacity: true)
         }
     }
 }
