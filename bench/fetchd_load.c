@@ -21,11 +21,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now(void) {
-    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "bench_io.h"
 
 static int connect_unix(const char *path) {
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -33,15 +29,6 @@ static int connect_unix(const char *path) {
     strncpy(a.sun_path, path, sizeof a.sun_path - 1);
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { perror("connect"); exit(2); }
     return fd;
-}
-
-static int write_all(int fd, const char *p, size_t n) {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) { if (errno == EINTR) continue; return -1; }
-        p += w; n -= (size_t)w;
-    }
-    return 0;
 }
 
 /* Writes k request lines in one write(). */

@@ -10,11 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-static double now(void) {
-    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "bench_io.h"
 
 static size_t sink(char *p, size_t s, size_t n, void *ud) { (void)p; *(long *)ud += (long)(s * n); return s * n; }
 

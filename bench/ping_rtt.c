@@ -13,11 +13,8 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#include "bench_io.h"
 
-static double now(void) {
-    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
 
 int main(int argc, char **argv) {
