@@ -197,6 +197,22 @@ class Aria2:
 
 # ---------------------------------------------------------------- the run
 
+def arrival_stats(ts, limit):
+    """How a run of requests arrived at the server: the rate over the run, the most in any
+    one-second window, and the gaps between arrivals (nginx logs milliseconds)."""
+    ts = sorted(ts)
+    gaps = [b - a for a, b in zip(ts, ts[1:])]
+    most, j = 0, 0
+    for i, t in enumerate(ts):
+        while ts[j] <= t - 1.0:
+            j += 1
+        most = max(most, i - j + 1)
+    span = ts[-1] - ts[0] if len(ts) > 1 else 0
+    return {"arrived": len(ts), "limit_per_s": limit, "req_per_s": (len(ts) - 1) / span if span > 0 else None,
+            "max_in_1s": most, "gap_p50_ms": 1e3 * statistics.median(gaps) if gaps else None,
+            "gap_min_ms": 1e3 * min(gaps) if gaps else None}
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -207,6 +223,8 @@ class Bench:
             if os.path.isdir("/dev/shm") else tempfile.mkdtemp(prefix="fetchd-bench-aria2-")
         self.bin = {}
         self.raw = {}      # key -> list of per-round dicts
+        # No per-host cap (the default is 10), so the c=64 rounds are not throttled.
+        self.fetchd_args = ["--max-per-host", "0"]
 
     # -- setup
     def compile(self):
@@ -233,7 +251,7 @@ class Bench:
         prefix = os.path.join(self.tmp, "nginx")
         os.makedirs(prefix)
         for attempt in range(5):
-            port = nginx.free_port()
+            port, limited_port = nginx.free_port(), nginx.free_port()
             user = "user root;\n" if os.getuid() == 0 else ""
             conf = f"""{user}daemon off;
 master_process off;
@@ -252,7 +270,11 @@ http {{
     fastcgi_temp_path {prefix}/fastcgi_temp;
     uwsgi_temp_path {prefix}/uwsgi_temp;
     scgi_temp_path {prefix}/scgi_temp;
+    log_format arrival '$msec';
     server {{ listen 127.0.0.1:{port}; server_name localhost; root {static}; }}
+    # The rate-limit rounds' host: each request's arrival time (ms) is logged.
+    server {{ listen 127.0.0.1:{limited_port}; server_name limited; root {static};
+             access_log {prefix}/arrivals.log arrival; }}
 }}
 """
             path = os.path.join(prefix, "nginx.conf")
@@ -260,9 +282,12 @@ http {{
                 f.write(conf)
             p = self.stack.start([nginx.NGINX, "-p", prefix, "-c", path, "-e", os.path.join(prefix, "error.log")],
                                  stderr=subprocess.DEVNULL)
-            if nginx.wait_port(port, time.monotonic() + 10, p):
+            if nginx.wait_port(port, time.monotonic() + 10, p) and nginx.wait_port(limited_port, time.monotonic() + 5, p):
                 self.nginx, self.base = p, f"http://127.0.0.1:{port}"
                 self.small = self.base + "/small.txt"
+                self.limited_host = f"127.0.0.1:{limited_port}"
+                self.limited_small = f"http://{self.limited_host}/small.txt"
+                self.arrivals_log = os.path.join(prefix, "arrivals.log")
                 return
             self.stack.stop(p)
         raise RuntimeError("nginx did not start")
@@ -280,7 +305,7 @@ http {{
     def start_fetchd(self, name="fetchd.sock"):
         sock = os.path.join(self.tmp, name)
         log = open(os.path.join(self.tmp, name + ".log"), "wb")
-        p = self.stack.start([self.fetchd_bin, "--socket", sock, "--max-per-host", "0"], stderr=log)
+        p = self.stack.start([self.fetchd_bin, "--socket", sock] + self.fetchd_args, stderr=log)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if p.poll() is not None:
@@ -491,6 +516,42 @@ http {{
         return {"seconds": t1 - t0, "cpu_percent": 100 * (cpu1 - cpu0) / (t1 - t0),
                 "wakeups_per_s": wakeups / (t1 - t0), "threads": len(cs1), "rss_kib": m["VmRSS"], "peak_rss_kib": m["VmHWM"]}
 
+    # -- a request-rate limit shared by several processes
+    def arrivals_since(self, offset):
+        """Arrival times (s) that nginx logged for the rate-limited host after byte `offset`."""
+        with open(self.arrivals_log, "rb") as f:
+            f.seek(offset)
+            return [float(line) for line in f.read().split()]
+
+    def log_offset(self):
+        return os.path.getsize(self.arrivals_log) if os.path.exists(self.arrivals_log) else 0
+
+    def rate_fetchd(self, rate, procs, n):
+        """procs client processes send their share of n fetches through one daemon, whose
+        limit for the host (setRateLimit) holds for all of them together."""
+        rpc(self.sock, "setRateLimit", {"host": self.limited_host, "requestsPerSecond": rate, "burst": 1})
+        offset = self.log_offset()
+        out, wall, _ = run_child([self.bin["fetchd_load"], self.sock, self.limited_small, str(n), str(procs), "16"], 120)
+        r = json.loads(out)
+        if r["ok"] != n:
+            raise RuntimeError(f"fetchd under a rate limit: {r['ok']}/{n} answers were 200")
+        return dict(arrival_stats(self.arrivals_since(offset), rate), n=n, seconds=wall)
+
+    def rate_curl(self, rate, procs, n, per_process_rate):
+        """procs curl processes at once, each with --rate: what independent scripts can do."""
+        cfg = os.path.join(self.tmp, f"limited-{n // procs}.cfg")
+        with open(cfg, "w") as f:
+            for _ in range(n // procs):
+                f.write(f'url = "{self.limited_small}"\noutput = "/dev/null"\n')
+        offset = self.log_offset()
+        script = " & ".join(f'curl -s --rate {per_process_rate:g}/s -K {cfg} -w "%{{http_code}}\\n"'
+                            for _ in range(procs)) + " & wait"
+        out, wall, _ = run_child(["bash", "-c", script], 120)
+        if out.split().count("200") != n // procs * procs:
+            raise RuntimeError(f"curl --rate: {out.split().count('200')}/{n} answers were 200")
+        return dict(arrival_stats(self.arrivals_since(offset), rate), n=n // procs * procs, seconds=wall,
+                    per_process_limit=per_process_rate)
+
     def record(self, key, fn, *a):
         r = fn(*a)
         self.raw.setdefault(key, []).append(r)
@@ -504,6 +565,14 @@ SMALL_TOOLS = [  # key, label, method, n at c=1, n at c=64 (None: use --n)
     ("aria2", "aria2c, 250 addUri per multicall", "small_aria2", 500, 1000),
     ("aria2_ws", "aria2c, 1 addUri per WebSocket msg", "small_aria2_ws", 500, 1000),
     ("curl_per_request", "one curl process per request", "small_curl_per_request", 300, 300),
+]
+
+
+RATE_LIMIT, RATE_PROCS, RATE_N = 200, 4, 400   # req/s for the host, client processes, requests
+RATE_TOOLS = [  # key, label, method, extra args
+    ("fetchd", "fetchd: one limit for every client", "rate_fetchd", ()),
+    ("curl_each", "curl --rate 200/s in each process", "rate_curl", (RATE_LIMIT,)),
+    ("curl_split", "curl --rate 50/s each (split by hand)", "rate_curl", (RATE_LIMIT / RATE_PROCS,)),
 ]
 
 
@@ -536,6 +605,13 @@ def summarize(b):
                                  "cpu_us_per_ping": med([1e6 * r["cpu"] / r["count"] for r in rounds])
                                  if "cpu" in rounds[0] else None,
                                  "peak_rss_kib": max((r.get("peak_rss_kib", 0) for r in rounds), default=None) or None}
+        elif k[0] == "rate":
+            s[f"rate.{k[1]}"] = {"limit_per_s": rounds[0]["limit_per_s"], "processes": RATE_PROCS,
+                                 "n": rounds[0]["n"], "rounds": len(rounds),
+                                 "req_per_s": med([r["req_per_s"] for r in rounds if r["req_per_s"]]),
+                                 "max_in_1s": max(r["max_in_1s"] for r in rounds),
+                                 "gap_p50_ms": med([r["gap_p50_ms"] for r in rounds if r["gap_p50_ms"] is not None]),
+                                 "gap_min_ms": min(r["gap_min_ms"] for r in rounds if r["gap_min_ms"] is not None)}
         elif k[0] == "idle":
             s[f"idle.{k[1]}"] = rounds[-1]
     return s
@@ -620,6 +696,12 @@ def print_table(s, g, meta):
                          f"{e['peak_rss_kib'] / 1024:.1f}" if e.get("peak_rss_kib") else "",
                          f"{pf['p50_us'] / e['p50_us']:.2f}x (p50)" if pf and t != "fetchd" else "",
                          f"n={e['count']}"))
+    for key, name, *_ in RATE_TOOLS:
+        e = s.get(f"rate.{key}")
+        if e and e["req_per_s"]:
+            rows.append((f"limit {e['limit_per_s']}/s, {e['processes']} procs", name,
+                         f"{e['req_per_s']:,.0f} req/s, max {e['max_in_1s']} in 1 s", "", "", "",
+                         f"{e['req_per_s'] / e['limit_per_s']:.2f}x the limit, n={e['n']}"))
     for which in ("fresh", "after_load"):
         e = s.get(f"idle.{which}")
         if e:
@@ -706,7 +788,7 @@ def main():
                 "machine": machine(), "versions": versions(b.fetchd_bin), "fetchd_binary": src,
                 "fetchd_binary_mtime": datetime.datetime.fromtimestamp(os.path.getmtime(src), datetime.timezone.utc)
                 .isoformat(timespec="seconds"),
-                "fetchd_args": ["--max-per-host", "0"], "n_small": args.n, "rounds": args.rounds,
+                "fetchd_args": b.fetchd_args, "n_small": args.n, "rounds": args.rounds,
                 "large_rounds": args.large_rounds, "pings": args.pings,
                 "disk_dir_fs": fs_type(os.path.realpath(b.disk)), "aria2_dir_fs": fs_type(os.path.realpath(b.shm)),
                 "c64_fetchd_clients": "4 processes x 16 pipelined requests, one connection each"}
@@ -747,7 +829,7 @@ def main():
         large = [(("download", "fetchd"), b.dl_fetchd), (("download", "fetchd_nofsync"), b.dl_fetchd_nofsync),
                  (("download", "curl"), b.dl_curl),
                  (("upload", "fetchd"), b.ul_fetchd), (("upload", "curl"), b.ul_curl)]
-        b.dl_curl(), b.dl_fetchd()   # warm-up: the 1 GiB file into the page cache
+        b.dl_curl(), b.dl_fetchd(), b.ul_curl()   # warm-up: the 1 GiB file and the upload file into the page cache
         for rnd in range(args.large_rounds):
             order = large if rnd % 2 == 0 else [large[2], large[1], large[0], large[4], large[3]]
             for key, fn in order:
@@ -755,6 +837,13 @@ def main():
             for key, sock in ((("ping", "echo"), b.echo_sock), (("ping", "fetchd"), b.sock))[::1 if rnd % 2 == 0 else -1]:
                 b.record(key, b.ping, sock, args.pings)
             print(f"downloads, uploads, pings: round {rnd + 1}/{args.large_rounds} done", flush=True)
+
+        rate_plan = [(("rate", key), getattr(b, method), (RATE_LIMIT, RATE_PROCS, RATE_N) + extra)
+                     for key, _, method, extra in RATE_TOOLS]
+        for rnd in range(1 if args.quick else 3):
+            for key, fn, a in rate_plan[rnd % 3:] + rate_plan[:rnd % 3]:
+                b.record(key, fn, *a)
+            print(f"rate limit: round {rnd + 1} done", flush=True)
 
         # The daemon hands freed memory back to the system once, 2 s after its last job
         # (IdleMemoryRelease); idle is measured once that has happened.
