@@ -10,6 +10,12 @@ Everything is on loopback: nginx (Debian's, in a temporary prefix) serves a 100-
 `ping`. The C helpers are compiled here with gcc -O2. fetchd runs with `--max-per-host 0`, so the
 daemon's default per-host cap of 10 does not throttle the c=64 rounds.
 
+aria2 is driven two ways: its best case (addUri in system.multicall batches of 250, completion
+polled) and like fetchd's clients (bench/aria2_load.c: one addUri per WebSocket message, c in
+flight, completion pushed). A second nginx port logs each request's arrival for the rate-limit
+rounds: 4 processes share one host limited to 200 requests/s, through fetchd's one limit and
+through curl --rate in each process.
+
 Rounds are interleaved (every tool once per round, order rotated each round) and the table shows
 medians. CPU: user+sys of the server-side process for fetchd and aria2 (/proc/PID/stat, 10 ms
 ticks), of the whole process tree for curl, the floor and per-request curl (getrusage of children).

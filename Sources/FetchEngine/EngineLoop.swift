@@ -142,6 +142,7 @@ final class EngineLoop: @unchecked Sendable {
 
     private func cancel(_ id: UInt64, reason: String) {
         guard let transfer = active[id] else { return }
+        transfer.downloadSink?.flush()
         end(transfer, .failure(TransferError(.cancelled, reason)))
     }
 
@@ -154,9 +155,12 @@ final class EngineLoop: @unchecked Sendable {
             guard let pointer else { continue }
             let transfer = Unmanaged<Transfer>.fromOpaque(pointer).takeUnretainedValue()
             let code = fetchd_msg_result(message)
-            if code == CURLE_OK {
+            // A download's last block is written now; what arrived before a failure is kept
+            // in the part file, for a resume.
+            transfer.downloadSink?.flush()
+            if code == CURLE_OK && transfer.downloadSink?.failure == nil {
                 end(transfer, .success(transfer.response()))
-            } else if code == CURLE_WRITE_ERROR, let failure = transfer.downloadSink?.failure {
+            } else if code == CURLE_OK || code == CURLE_WRITE_ERROR, let failure = transfer.downloadSink?.failure {
                 let path = transfer.downloadSink?.target.partPath
                 end(transfer, .failure(TransferError(.other, failure, filePath: failure.hasPrefix("writing") ? path : nil)))
             } else if code == CURLE_WRITE_ERROR && transfer.bodyTooLarge {

@@ -310,10 +310,11 @@ class RPCClient:
 class Daemon:
     """The real fetchd on a temporary socket.
 
-    Daemon(*extra_args, env=None, socket_path=None, pass_socket=True, wait=True)
+    Daemon(*extra_args, env=None, socket_path=None, pass_socket=True, wait=True, preexec=None)
+    preexec: run in the child before exec (resource limits, signal dispositions).
     """
 
-    def __init__(self, *args, env=None, socket_path=None, pass_socket=True, wait=True, bin=None):
+    def __init__(self, *args, env=None, socket_path=None, pass_socket=True, wait=True, bin=None, preexec=None):
         self.tmpdir = tempfile.mkdtemp(prefix="fetchd-test-")
         self.socket_path = socket_path or os.path.join(self.tmpdir, "fetchd.sock")
         self.args = list(args)
@@ -321,6 +322,7 @@ class Daemon:
         self.pass_socket = pass_socket
         self.wait = wait
         self.bin = bin or FETCHD_BIN
+        self.preexec = preexec
         self.proc = None
         self.stderr_path = os.path.join(self.tmpdir, "stderr.log")
         self.stdout_path = os.path.join(self.tmpdir, "stdout.log")
@@ -347,7 +349,7 @@ class Daemon:
                 env.update(self.env)
             with open(self.stderr_path, "wb") as err, open(self.stdout_path, "wb") as out:
                 self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=out,
-                                             stderr=err, env=env)
+                                             stderr=err, env=env, preexec_fn=self.preexec)
             if self.wait:
                 self.wait_ready(timeout)
         except BaseException:
@@ -446,13 +448,15 @@ def header_values(echo, name):
 
 
 class DaemonTestCase(unittest.TestCase):
-    """Base TestCase: one daemon per class (DAEMON_ARGS), helpers for checks."""
+    """Base TestCase: one daemon per class (DAEMON_ARGS, and DAEMON_PREEXEC run in the
+    daemon's process before exec), helpers for checks."""
     DAEMON_ARGS = ()
+    DAEMON_PREEXEC = None
 
     @classmethod
     def setUpClass(cls):
         cls.srv = servers()
-        cls.daemon = Daemon(*cls.DAEMON_ARGS).start()
+        cls.daemon = Daemon(*cls.DAEMON_ARGS, preexec=cls.DAEMON_PREEXEC).start()
 
     @classmethod
     def tearDownClass(cls):

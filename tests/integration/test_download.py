@@ -6,7 +6,9 @@ Range, If-Range, a first request per key that is reset or stalls mid-body, /rang
 import base64
 import json
 import os
+import resource
 import shutil
+import signal
 import tempfile
 import unittest
 import urllib.request
@@ -448,6 +450,51 @@ class TestDownloadCancel(DownloadCase):
         self.assertEqual(os.path.getsize(path + ".part"), cut)
         r = self.download({"url": url, "path": path})
         self.assertDownloaded(r, path, testserver.det_bytes(n), resumed=True)
+
+
+def limit_file_size_to_1mib():
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+
+class TestDownloadWriteFailure(DownloadCase):
+    """A write to the part file that fails (here the daemon's file size limit, RLIMIT_FSIZE at
+    1 MiB, with SIGXFSZ ignored: pwrite gets EFBIG) fails the download with -32003 naming the
+    part file, lands nothing at path, and the daemon goes on serving. The body reaches the
+    file in blocks, so the failing write can come in the middle of the transfer or with the
+    last block after libcurl has finished: both must fail the download."""
+    LIMIT = 1 << 20
+    DAEMON_PREEXEC = staticmethod(limit_file_size_to_1mib)
+
+    def failed_write(self, n):
+        name = key("efbig")
+        path = self.path(f"{name}.bin")
+        url = f"{self.srv.test_url}/ranged/{n}?key={name}&etag=F{n}"
+        try:
+            r = self.c.call("download", {"url": url, "path": path, "retry": False}, timeout=30)
+        except RPCError as e:
+            self.assertEqual(e.code, -32003, e)
+            self.assertEqual((e.data or {}).get("path"), path + ".part", e)
+            self.assertIn("File too large", (e.data or {}).get("detail", ""), e)
+        else:
+            self.fail(f"a download of {n} bytes past a {self.LIMIT}-byte file limit succeeded: {json.dumps(r)[:400]}")
+        self.assertFalse(os.path.exists(path), f"a file was landed at {path}")
+        self.assertEqual(self.c.call("ping"), "pong")
+        # The daemon goes on: a download under the limit lands whole.
+        small = testserver.det_bytes(70000)
+        ok_path = self.path(f"{name}-small.bin")
+        r = self.c.call("download", {"url": f"{self.srv.test_url}/ranged/70000?key={name}-s&etag=S",
+                                     "path": ok_path}, timeout=30)
+        self.assertEqual(r.get("sha256"), sha256(small), r)
+        self.assertEqual(read(ok_path), small)
+
+    def test_write_fails_in_the_middle_of_the_body(self):
+        self.failed_write(4 << 20)
+
+    def test_write_fails_near_the_end_of_the_body(self):
+        # A whole number of libcurl's 16 KiB pieces past the limit: the last block may only
+        # be written once libcurl has reported the transfer complete.
+        self.failed_write(self.LIMIT + (64 << 10))
 
 
 class TestDownloadAllowDir(unittest.TestCase):

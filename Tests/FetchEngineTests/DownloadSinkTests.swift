@@ -1,0 +1,104 @@
+@testable import FetchEngine
+import Glibc
+import XCTest
+
+/// How a download's body reaches its part file: libcurl's pieces (16 KiB at most) are
+/// gathered into blocks, written when a read ends (a shorter piece), when a block is full,
+/// and at the end of the attempt; a write that fails, at any of those moments, is reported.
+final class DownloadSinkTests: XCTestCase {
+    private var dir = ""
+    private let fullPiece = [UInt8](repeating: 7, count: DownloadSink.largestPiece)
+
+    override func setUpWithError() throws {
+        var template = Array("/tmp/fetchd-sink-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw XCTSkip("mkdtemp failed") }
+        dir = String(cString: made)
+    }
+
+    override func tearDown() {
+        for name in ["a", "b", "c", "d"] { unlink(dir + "/\(name).part") }
+        rmdir(dir)
+    }
+
+    private func sink(_ path: String) throws -> DownloadSink {
+        try DownloadSink(target: DownloadTarget(partPath: path, resumeOffset: 0, hashOfExistingBytes: SHA256(),
+                                                writesBackEarly: false))
+    }
+
+    private func write(_ sink: DownloadSink, _ bytes: [UInt8]) -> Bool {
+        var errorBody: [UInt8] = []
+        return bytes.withUnsafeBytes { sink.write($0, status: 200, headers: [], errorBody: &errorBody) }
+    }
+
+    private func size(_ path: String) -> Int {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int(info.st_size) : -1
+    }
+
+    func testFullPiecesWaitForTheEndOfTheRead() throws {
+        let path = dir + "/a.part"
+        let sink = try sink(path)
+        XCTAssertTrue(write(sink, fullPiece))
+        XCTAssertTrue(write(sink, fullPiece))
+        XCTAssertEqual(size(path), 0, "full pieces are gathered, not written one by one")
+        XCTAssertTrue(write(sink, [1, 2, 3]))
+        XCTAssertEqual(size(path), 2 * fullPiece.count + 3, "a shorter piece ends the read: all of it is written")
+    }
+
+    func testABlockIsWrittenWhenItIsFull() throws {
+        let path = dir + "/b.part"
+        let sink = try sink(path)
+        let perBlock = DownloadSink.blockBytes / fullPiece.count
+        for _ in 0..<perBlock - 1 { XCTAssertTrue(write(sink, fullPiece)) }
+        XCTAssertEqual(size(path), 0)
+        XCTAssertTrue(write(sink, fullPiece))
+        XCTAssertEqual(size(path), DownloadSink.blockBytes)
+        XCTAssertTrue(write(sink, fullPiece))
+        XCTAssertEqual(size(path), DownloadSink.blockBytes, "the next block is gathered again")
+    }
+
+    func testFinishWritesTheRestAndHashesEveryByte() throws {
+        let path = dir + "/c.part"
+        let sink = try sink(path)
+        var all: [UInt8] = []
+        for n in 0..<(DownloadSink.blockBytes / fullPiece.count + 3) {
+            let piece = [UInt8](repeating: UInt8(truncatingIfNeeded: n), count: fullPiece.count)
+            all += piece
+            XCTAssertTrue(write(sink, piece))
+        }
+        let outcome = sink.finish(status: 200, headers: [])
+        XCTAssertNil(sink.failure)
+        XCTAssertEqual(outcome.fileBytes, Int64(all.count))
+        XCTAssertEqual(size(path), all.count)
+        var expected = SHA256()
+        expected.update(all)
+        XCTAssertEqual(outcome.sha256, expected.finishHex())
+    }
+
+    func testAWriteThatFailsAtTheEndIsReported() throws {
+        // /dev/full takes the open and refuses every write with ENOSPC.
+        let sink = try sink("/dev/full")
+        XCTAssertTrue(write(sink, fullPiece), "gathered: nothing is written yet")
+        XCTAssertNil(sink.failure)
+        _ = sink.finish(status: 200, headers: [])
+        XCTAssertTrue(sink.failure?.contains("No space left on device") ?? false, "\(sink.failure ?? "no failure")")
+    }
+
+    func testAWriteThatFailsMidBodyStopsTheTransfer() throws {
+        let sink = try sink("/dev/full")
+        XCTAssertFalse(write(sink, [1, 2, 3]), "the end of a read is written, and that write fails")
+        XCTAssertNotNil(sink.failure)
+        XCTAssertFalse(write(sink, fullPiece), "nothing more is taken after a failed write")
+    }
+
+    func testAnAnswerOutside2xxNeverTouchesTheFile() throws {
+        let path = dir + "/d.part"
+        let sink = try sink(path)
+        var errorBody: [UInt8] = []
+        let ok = [UInt8]("not found".utf8).withUnsafeBytes { sink.write($0, status: 404, headers: [], errorBody: &errorBody) }
+        XCTAssertTrue(ok)
+        XCTAssertEqual(errorBody, [UInt8]("not found".utf8))
+        XCTAssertTrue(sink.flush())
+        XCTAssertEqual(size(path), 0)
+    }
+}
