@@ -25,18 +25,23 @@ public struct RequestURL: Sendable, Equatable {
             defer { curl_free(value) }
             return String(cString: value)
         }
-        let scheme = (part(CURLUPART_SCHEME) ?? "").lowercased()
+        // libcurl took the URL without guessing a scheme, so the text starts with one and a colon.
+        let utf8 = text.utf8
+        let colon = utf8.firstIndex(of: UInt8(ascii: ":")) ?? utf8.endIndex
+        let scheme = Self.lowercasedASCII(String(text[..<colon]))
         guard scheme == "http" || scheme == "https" else { throw .schemeNotAllowed(scheme) }
         // libcurl reads "http:///path" as host "path"; an empty authority is malformed.
-        let utf8 = Array(text.utf8.prefix(16))
-        if let colon = utf8.firstIndex(of: UInt8(ascii: ":")), utf8.count > colon + 3,
-           utf8[colon + 1] == UInt8(ascii: "/"), utf8[colon + 2] == UInt8(ascii: "/"), utf8[colon + 3] == UInt8(ascii: "/") {
-            throw .malformed("no host")
-        }
+        if utf8[colon...].starts(with: ":///".utf8) { throw .malformed("no host") }
         guard let host = part(CURLUPART_HOST), !host.isEmpty else { throw .malformed("no host") }
         self.text = text
         self.scheme = scheme
-        self.host = host.lowercased()
+        self.host = Self.lowercasedASCII(host)
         self.port = Int(part(CURLUPART_PORT, flags: UInt32(CURLU_DEFAULT_PORT)) ?? "") ?? (scheme == "https" ? 443 : 80)
+    }
+
+    /// Names in URLs are ASCII here (libcurl gives IDN hosts in punycode): lowered without a
+    /// copy when there is nothing to lower.
+    private static func lowercasedASCII(_ text: String) -> String {
+        text.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) ? text.lowercased() : text
     }
 }

@@ -47,6 +47,9 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
     }
 
     public var keys: [String] { members.map(\.key) }
+
+    /// Where the member with this key is in `members`.
+    public func index(forKey key: String) -> Int? { members.firstIndex { $0.key == key } }
     public var count: Int { members.count }
     public var isEmpty: Bool { members.isEmpty }
 

@@ -7,8 +7,10 @@
 public struct ParamReader {
     public let object: JSONObject
     public let path: String
-    /// Keys read so far: a short array beats hashing every key into a set.
-    private var read: [String] = []
+    /// Which members were read, by position: the first 64 in a bit mask (no allocation for a
+    /// request's params), any further ones in an array.
+    private var readMask: UInt64 = 0
+    private var readBeyond: [Bool] = []
 
     public init(_ params: JSONValue?, path: String = "") throws(RPCError) {
         self.path = path
@@ -33,8 +35,18 @@ public struct ParamReader {
 
     /// The raw value of a field (nil when absent); marks it as read.
     public mutating func value(_ key: String) -> JSONValue? {
-        read.append(key)
-        return object[key]
+        guard let index = object.index(forKey: key) else { return nil }
+        if index < 64 {
+            readMask |= 1 << UInt64(index)
+        } else {
+            if readBeyond.isEmpty { readBeyond = Array(repeating: false, count: object.count - 64) }
+            readBeyond[index - 64] = true
+        }
+        return object.members[index].value
+    }
+
+    private func wasRead(_ index: Int) -> Bool {
+        index < 64 ? readMask & (1 << UInt64(index)) != 0 : !readBeyond.isEmpty && readBeyond[index - 64]
     }
 
     /// A field that is absent or null reads as nil.
@@ -102,8 +114,8 @@ public struct ParamReader {
 
     /// Throws for the first field that no accessor read.
     public func finish() throws(RPCError) {
-        if let unknown = object.keys.first(where: { !read.contains($0) }) {
-            throw RPCError.invalidParams(field: field(unknown), "unknown field")
+        if let unknown = object.members.indices.first(where: { !wasRead($0) }) {
+            throw RPCError.invalidParams(field: field(object.members[unknown].key), "unknown field")
         }
     }
 }
