@@ -36,6 +36,8 @@ static inline int fetchd_readfunc_abort(void) { return CURL_READFUNC_ABORT; }
 static inline int fetchd_seekfunc_ok(void) { return CURL_SEEKFUNC_OK; }
 static inline int fetchd_seekfunc_fail(void) { return CURL_SEEKFUNC_FAIL; }
 static inline long fetchd_global_all(void) { return CURL_GLOBAL_ALL; }
+static inline size_t fetchd_writefunc_pause(void) { return CURL_WRITEFUNC_PAUSE; }
+static inline CURLcode fetchd_easy_unpause(CURL *h) { return curl_easy_pause(h, CURLPAUSE_CONT); }
 /* Cookie jars: one share per jar, and reading a jar's cookies as Netscape lines. */
 static inline CURLSHcode fetchd_share_setopt_long(CURLSH *s, CURLSHoption o, long v) { return curl_share_setopt(s, o, v); }
 static inline CURLcode fetchd_easy_getinfo_slist(CURL *h, CURLINFO i, struct curl_slist **v) { return curl_easy_getinfo(h, i, v); }

@@ -71,26 +71,42 @@ final class DownloadSink: @unchecked Sendable {
     private(set) var resumed = false
     private(set) var failure: String?
 
-    init(target: DownloadTarget) throws(TransferFileError) {
+    /// `hashQueue` is for tests, which hold it to make the hash fall behind.
+    init(target: DownloadTarget, hashQueue: DispatchQueue? = nil) throws(TransferFileError) {
         self.target = target
         fd = open(target.partPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw TransferFileError(path: target.partPath, detail: String(cString: strerror(errno))) }
-        hasher = BackgroundHasher(target.hashOfExistingBytes)
+        hasher = hashQueue.map { BackgroundHasher(target.hashOfExistingBytes, queue: $0) }
+            ?? BackgroundHasher(target.hashOfExistingBytes)
         offset = target.resumeOffset
         writebackFrom = offset
     }
 
     deinit { close(fd) }
 
-    /// Called with each piece of the body. Returns false to stop the transfer.
-    func write(_ bytes: UnsafeRawBufferPointer, status: Int, headers: [HTTPHeader], errorBody: inout [UInt8]) -> Bool {
+    /// What `write` did with a piece.
+    enum Taken {
+        /// Written or gathered: the transfer goes on.
+        case all
+        /// The transfer must stop (`failure` says why).
+        case stop
+        /// Nothing taken: the hashing thread is behind. libcurl holds the piece and the
+        /// transfer until `resume` (called from the hashing thread once it has caught up)
+        /// unpauses it. The engine thread never waits for the hash.
+        case pause
+    }
+
+    /// Called with each piece of the body.
+    func write(_ bytes: UnsafeRawBufferPointer, status: Int, headers: [HTTPHeader], errorBody: inout [UInt8],
+               resume: @escaping @Sendable () -> Void) -> Taken {
         if !decided { decide(status: status, headers: headers) }
-        if failure != nil { return false }
+        if failure != nil { return .stop }
         guard toFile else {
             let room = max(0, target.errorBodyLimit - errorBody.count)
             errorBody.append(contentsOf: bytes.prefix(room))
-            return true
+            return .all
         }
+        if hasher.pauseIfBehind(resume: resume) { return .pause }
         var rest = bytes
         while !rest.isEmpty {
             let block = self.block ?? hasher.spareBlock() ?? BodyBlock(capacity: Self.blockBytes)
@@ -98,10 +114,10 @@ final class DownloadSink: @unchecked Sendable {
             let take = min(rest.count, block.room)
             block.append(UnsafeRawBufferPointer(rebasing: rest.prefix(take)))
             rest = UnsafeRawBufferPointer(rebasing: rest.dropFirst(take))
-            if block.room == 0 && !writeBlock(block) { return false }
+            if block.room == 0 && !writeBlock(block) { return .stop }
         }
-        if bytes.count < Self.largestPiece, let block, !writeBlock(block) { return false }
-        return true
+        if bytes.count < Self.largestPiece, let block, !writeBlock(block) { return .stop }
+        return .all
     }
 
     /// Writes and hashes the gathered bytes; false (and `failure` set) when the write fails.
@@ -218,34 +234,56 @@ final class BodyBlock: @unchecked Sendable {
 
 /// Runs SHA-256 updates on a serial queue of its own, one block at a time. When blocks of more
 /// than `maxPendingBytes` (counted by their capacity: a block written at the end of a short
-/// read holds less) wait, the caller waits for the queue, so memory stays bounded even if
-/// hashing falls behind. Hashed blocks are kept for the writer to fill again (no more are ever
-/// made than fit under that bound, plus the one being filled): a fresh 512 KiB allocation per
-/// read, freed on another thread, grew the heap to 100 MB during a 1 GiB download.
+/// read holds less) wait, the writer pauses its transfer (`pauseIfBehind`) until the queue is
+/// down to half of that, so memory stays bounded when hashing falls behind (the portable
+/// SHA-256 does about 175 MB/s) and the engine thread never waits for it: it used to wait on
+/// the queue, and a download from a fast server then stalled every other client's requests
+/// (pings on another connection took 400 ms at the median). Hashed blocks are kept for the
+/// writer to fill again (no more are ever made than fit under that bound, plus the one being
+/// filled): a fresh 512 KiB allocation per read, freed on another thread, grew the heap to
+/// 100 MB during a 1 GiB download.
 final class BackgroundHasher: @unchecked Sendable {
     static let maxPendingBytes = 4 << 20
-    private let queue = DispatchQueue(label: "fetchd.sha256")
+    let queue: DispatchQueue
     private var hasher: SHA256  // queue only
-    private let pending = Locked(0)
+    private struct Backlog {
+        var bytes = 0
+        /// Set while the writer's transfer is paused; called once the backlog has halved.
+        var resume: (@Sendable () -> Void)?
+    }
+    private let backlog = Locked(Backlog())
     private let spares = Locked<[BodyBlock]>([])
 
-    init(_ start: SHA256) {
+    /// `queue` is for tests, which hold it to make the hash fall behind.
+    init(_ start: SHA256, queue: DispatchQueue = DispatchQueue(label: "fetchd.sha256")) {
         hasher = start
+        self.queue = queue
+    }
+
+    /// True, and `resume` kept to be called later, when too much waits to be hashed.
+    func pauseIfBehind(resume: @escaping @Sendable () -> Void) -> Bool {
+        backlog.withLock { b -> Bool in
+            guard b.bytes > Self.maxPendingBytes else { return false }
+            b.resume = resume
+            return true
+        }
     }
 
     func update(taking block: BodyBlock) {
         let size = block.capacity
-        let waiting = pending.withLock { p -> Int in
-            p += size
-            return p
-        }
-        let work: @Sendable () -> Void = { [self] in
+        backlog.withLock { $0.bytes += size }
+        queue.async { [self] in
             hasher.update(block.bytes)
-            pending.withLock { $0 -= size }
+            let resume = backlog.withLock { b -> (@Sendable () -> Void)? in
+                b.bytes -= size
+                guard b.bytes <= Self.maxPendingBytes / 2, let resume = b.resume else { return nil }
+                b.resume = nil
+                return resume
+            }
             block.count = 0
             spares.withLock { $0.append(block) }
+            resume?()
         }
-        if waiting > Self.maxPendingBytes { queue.sync(execute: work) } else { queue.async(execute: work) }
     }
 
     /// An emptied block, when one is free.

@@ -14,6 +14,8 @@ final class EngineLoop: @unchecked Sendable {
         case cookies(@Sendable (CookieJars) -> Void)
         /// Waits on one more descriptor beside the transfers' sockets.
         case watch(Int32, @Sendable () -> Void)
+        /// Unpauses a transfer its write callback paused.
+        case unpause(UInt64)
     }
 
     private let settings: EngineSettings
@@ -117,6 +119,9 @@ final class EngineLoop: @unchecked Sendable {
                 for id in Array(active.keys) { cancel(id, reason: "engine stopped") }
             case .cookies(let work): work(jars)
             case .watch(let fd, let onReadable): watched = (fd, onReadable)
+            case .unpause(let id):
+                // Gone already (cancelled, timed out): nothing to do.
+                if let easy = active[id]?.easy { fetchd_easy_unpause(easy) }
             }
         }
     }
@@ -133,6 +138,10 @@ final class EngineLoop: @unchecked Sendable {
             return
         }
         let easy = handlePool.popLast() ?? curl_easy_init()!
+        let id = transfer.id
+        if transfer.downloadSink != nil {
+            transfer.resumeAfterPause = { [weak self] in self?.submit(.unpause(id)) }
+        }
         transfer.configure(easy, settings: settings)
         jars.attach(easy, jar: transfer.request.cookieJar)
         active[transfer.id] = transfer

@@ -16,7 +16,12 @@ let transferWriteCallback: fetchd_data_cb = { data, size, count, user in
     guard let data, length > 0 else { return 0 }
     if let sink = t.downloadSink {
         let bytes = UnsafeRawBufferPointer(start: data, count: length)
-        return sink.write(bytes, status: t.currentStatus, headers: t.responseHeaders, errorBody: &t.body) ? length : 0
+        switch sink.write(bytes, status: t.currentStatus, headers: t.responseHeaders, errorBody: &t.body,
+                          resume: t.resumeAfterPause) {
+        case .all: return length
+        case .stop: return 0
+        case .pause: return fetchd_writefunc_pause()
+        }
     }
     if t.body.count + length > t.request.maxBodyBytes {
         t.bodyTooLarge = true

@@ -29,6 +29,8 @@ final class Transfer: @unchecked Sendable {
     private var mime: OpaquePointer?
     /// Hops for HTTP logs, when the request records them.
     let recorder: ExchangeRecorder?
+    /// Unpauses the transfer on the engine thread (a download paused while its hash caught up).
+    var resumeAfterPause: @Sendable () -> Void = {}
     var lastProgressNanos: UInt64 = 0
     var lastProgress: TransferProgress?
     private var finished = false

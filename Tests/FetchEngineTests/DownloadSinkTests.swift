@@ -1,3 +1,4 @@
+import Dispatch
 @testable import FetchEngine
 import Glibc
 import XCTest
@@ -16,18 +17,22 @@ final class DownloadSinkTests: XCTestCase {
     }
 
     override func tearDown() {
-        for name in ["a", "b", "c", "d"] { unlink(dir + "/\(name).part") }
+        for name in ["a", "b", "c", "d", "e"] { unlink(dir + "/\(name).part") }
         rmdir(dir)
     }
 
-    private func sink(_ path: String) throws -> DownloadSink {
+    private func sink(_ path: String, hashQueue: DispatchQueue? = nil) throws -> DownloadSink {
         try DownloadSink(target: DownloadTarget(partPath: path, resumeOffset: 0, hashOfExistingBytes: SHA256(),
-                                                writesBackEarly: false))
+                                                writesBackEarly: false), hashQueue: hashQueue)
+    }
+
+    private func taken(_ sink: DownloadSink, _ bytes: [UInt8], resume: @escaping @Sendable () -> Void = {}) -> DownloadSink.Taken {
+        var errorBody: [UInt8] = []
+        return bytes.withUnsafeBytes { sink.write($0, status: 200, headers: [], errorBody: &errorBody, resume: resume) }
     }
 
     private func write(_ sink: DownloadSink, _ bytes: [UInt8]) -> Bool {
-        var errorBody: [UInt8] = []
-        return bytes.withUnsafeBytes { sink.write($0, status: 200, headers: [], errorBody: &errorBody) }
+        taken(sink, bytes) == .all
     }
 
     private func size(_ path: String) -> Int {
@@ -91,12 +96,49 @@ final class DownloadSinkTests: XCTestCase {
         XCTAssertFalse(write(sink, fullPiece), "nothing more is taken after a failed write")
     }
 
+    func testTheTransferPausesWhileTheHashIsBehindAndResumesOnce() throws {
+        let path = dir + "/e.part"
+        let queue = DispatchQueue(label: "test.sha256")
+        let sink = try sink(path, hashQueue: queue)
+        let resumed = expectation(description: "resume called")
+        resumed.assertForOverFulfill = true
+        // The first piece decides where the body goes (that resets the hash, on its queue).
+        XCTAssertEqual(taken(sink, fullPiece), .all)
+        var pieces = 1
+        var all = fullPiece
+        queue.suspend()  // from here the hash makes no progress until resumed
+        while pieces < 10_000 {
+            let piece = [UInt8](repeating: UInt8(truncatingIfNeeded: pieces), count: fullPiece.count)
+            let result = taken(sink, piece) { resumed.fulfill() }
+            if result == .pause { break }
+            XCTAssertEqual(result, .all)
+            all += piece
+            pieces += 1
+        }
+        let blocksBeforePause = BackgroundHasher.maxPendingBytes / DownloadSink.blockBytes + 1
+        XCTAssertEqual(pieces, blocksBeforePause * (DownloadSink.blockBytes / fullPiece.count),
+                       "it takes pieces until more than maxPendingBytes wait to be hashed, then pauses")
+        XCTAssertEqual(size(path), all.count, "what it took is in the file, hashed or not")
+        queue.resume()
+        wait(for: [resumed], timeout: 10)
+        let piece = [UInt8](repeating: 1, count: 100)
+        XCTAssertEqual(taken(sink, piece) { XCTFail("paused again") }, .all, "after the resume it takes pieces again")
+        all += piece
+        let outcome = sink.finish(status: 200, headers: [])
+        var expected = SHA256()
+        expected.update(all)
+        XCTAssertEqual(outcome.sha256, expected.finishHex())
+        XCTAssertEqual(size(path), all.count)
+    }
+
     func testAnAnswerOutside2xxNeverTouchesTheFile() throws {
         let path = dir + "/d.part"
         let sink = try sink(path)
         var errorBody: [UInt8] = []
-        let ok = [UInt8]("not found".utf8).withUnsafeBytes { sink.write($0, status: 404, headers: [], errorBody: &errorBody) }
-        XCTAssertTrue(ok)
+        let taken = [UInt8]("not found".utf8).withUnsafeBytes {
+            sink.write($0, status: 404, headers: [], errorBody: &errorBody, resume: {})
+        }
+        XCTAssertEqual(taken, .all)
         XCTAssertEqual(errorBody, [UInt8]("not found".utf8))
         XCTAssertTrue(sink.flush())
         XCTAssertEqual(size(path), 0)
