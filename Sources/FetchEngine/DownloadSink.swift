@@ -63,7 +63,9 @@ final class DownloadSink: @unchecked Sendable {
     /// libcurl's CURL_MAX_WRITE_SIZE: the largest piece it passes at once.
     static let largestPiece = 16 << 10
     /// Dirty pages are handed to the kernel's writeback every `writebackBytes`, so the
-    /// fsync before landing finds little left to write.
+    /// fsync before landing finds little left to write. That call can wait for the disk's
+    /// queue, so it runs on the hashing queue, after the block's hash, never on the engine
+    /// thread: a slow disk then slows the hash, and the hash pauses the transfer.
     private var writebackFrom: Int64
     static let writebackBytes: Int64 = 8 << 20
     private var decided = false
@@ -143,11 +145,14 @@ final class DownloadSink: @unchecked Sendable {
             written += n
             offset += Int64(n)
         }
-        hasher.update(taking: block)  // the block itself: no copy
         self.block = nil
         if target.writesBackEarly && offset - writebackFrom >= Self.writebackBytes {
-            _ = fetchd_start_writeback(fd, writebackFrom, offset - writebackFrom)
+            let (from, length) = (writebackFrom, offset - writebackFrom)
             writebackFrom = offset
+            // Holds the sink (so its descriptor stays open) until the call is made.
+            hasher.update(taking: block) { [self] in _ = fetchd_start_writeback(fd, from, length) }
+        } else {
+            hasher.update(taking: block)  // the block itself: no copy
         }
         return true
     }
@@ -269,11 +274,13 @@ final class BackgroundHasher: @unchecked Sendable {
         }
     }
 
-    func update(taking block: BodyBlock) {
+    /// Hashes the block on the queue, then runs `then` there (if given).
+    func update(taking block: BodyBlock, then: (@Sendable () -> Void)? = nil) {
         let size = block.capacity
         backlog.withLock { $0.bytes += size }
         queue.async { [self] in
             hasher.update(block.bytes)
+            then?()
             let resume = backlog.withLock { b -> (@Sendable () -> Void)? in
                 b.bytes -= size
                 guard b.bytes <= Self.maxPendingBytes / 2, let resume = b.resume else { return nil }
