@@ -114,7 +114,8 @@ final class DownloadSink: @unchecked Sendable {
             errorBody.append(contentsOf: bytes.prefix(room))
             return .all
         }
-        if hasher.pauseIfBehind(resume: resume) { return .pause }
+        // The backlog only grows when a block is handed over: asked once per block, not per piece.
+        if block == nil && hasher.pauseIfBehind(resume: resume) { return .pause }
         var rest = bytes
         while !rest.isEmpty {
             let block = self.block ?? hasher.spareBlock() ?? BodyBlock(capacity: Self.blockBytes)

@@ -1,22 +1,17 @@
 @testable import FetchDaemon
 import XCTest
 
+/// PathText against what NSString's lastPathComponent and deletingLastPathComponent give.
 final class PathTextTests: XCTestCase {
     func testLastComponentAsNSStringGivesIt() {
-        XCTAssertEqual(PathText.lastComponent(of: "/tmp/scratch.tiff"), "scratch.tiff")
-        XCTAssertEqual(PathText.lastComponent(of: "/tmp/lock/"), "lock")
-        XCTAssertEqual(PathText.lastComponent(of: "/"), "/")
-        XCTAssertEqual(PathText.lastComponent(of: "scratch"), "scratch")
-        XCTAssertEqual(PathText.lastComponent(of: "a//b//"), "b")
+        let cases = [("/tmp/scratch.tiff", "scratch.tiff"), ("/tmp/lock/", "lock"), ("/", "/"),
+                     ("scratch", "scratch"), ("a//b//", "b")]
+        for (path, expected) in cases { XCTAssertEqual(PathText.lastComponent(of: path), expected, path) }
     }
 
     func testDirectoryAsNSStringGivesIt() {
-        XCTAssertEqual(PathText.directory(of: "/tmp/scratch.tiff"), "/tmp")
-        XCTAssertEqual(PathText.directory(of: "/tmp/lock/"), "/tmp")
-        XCTAssertEqual(PathText.directory(of: "/tmp"), "/")
-        XCTAssertEqual(PathText.directory(of: "/"), "/")
-        XCTAssertEqual(PathText.directory(of: "scratch.tiff"), "")
-        XCTAssertEqual(PathText.directory(of: "a/b"), "a")
-        XCTAssertEqual(PathText.directory(of: "/a//b"), "/a")
+        let cases = [("/tmp/scratch.tiff", "/tmp"), ("/tmp/lock/", "/tmp"), ("/tmp", "/"), ("/", "/"),
+                     ("scratch.tiff", ""), ("a/b", "a"), ("/a//b", "/a")]
+        for (path, expected) in cases { XCTAssertEqual(PathText.directory(of: path), expected, path) }
     }
 }
