@@ -56,8 +56,8 @@ const unsigned int FETCHD_EPOLLERR = EPOLLERR;
 int fetchd_fsetxattr(int fd, const char *name, const char *value, unsigned long size) {
     return fsetxattr(fd, name, value, size, 0);
 }
-long fetchd_getxattr(const char *path, const char *name, char *value, unsigned long size) {
-    return getxattr(path, name, value, size);
+long fetchd_lgetxattr(const char *path, const char *name, char *value, unsigned long size) {
+    return lgetxattr(path, name, value, size);
 }
 int fetchd_fremovexattr(int fd, const char *name) { return fremovexattr(fd, name); }
 int fetchd_removexattr(const char *path, const char *name) { return removexattr(path, name); }

@@ -73,11 +73,11 @@ final class DownloadSink: @unchecked Sendable {
     private(set) var resumed = false
     private(set) var failure: String?
 
-    /// `hashQueue` is for tests, which hold it to make the hash fall behind.
-    init(target: DownloadTarget, hashQueue: DispatchQueue? = nil) throws(TransferFileError) {
+    /// `hashQueue` is for tests, which hold it to make the hash fall behind; so is
+    /// `descriptor` (a device that refuses writes, which the part file's open refuses).
+    init(target: DownloadTarget, hashQueue: DispatchQueue? = nil, descriptor: Int32? = nil) throws(TransferFileError) {
         self.target = target
-        fd = open(target.partPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw TransferFileError(path: target.partPath, detail: String(cString: strerror(errno))) }
+        if let descriptor { fd = descriptor } else { fd = try LocalFile.openForWriting(target.partPath) }
         hasher = hashQueue.map { BackgroundHasher(target.hashOfExistingBytes, queue: $0) }
             ?? BackgroundHasher(target.hashOfExistingBytes)
         offset = target.resumeOffset

@@ -53,9 +53,13 @@ public final class HTTPEngine: Sendable {
         completion: @escaping @Sendable (Result<HTTPResponse, TransferError>) -> Void
     ) throws(TransferFileError) -> Transfer {
         let upload = try UploadFile(for: request.body)
+        var mimeFiles: [UploadFile] = []
+        if case .multipart(let form) = request.body {
+            for path in form.filePaths { mimeFiles.append(try UploadFile(path: path, offset: 0, length: nil)) }
+        }
         var sink: DownloadSink? = nil
         if case .file(let target) = request.destination { sink = try DownloadSink(target: target) }
-        return Transfer(id: id, request: request, uploadFile: upload, downloadSink: sink,
+        return Transfer(id: id, request: request, uploadFile: upload, mimeFiles: mimeFiles, downloadSink: sink,
                         onProgress: onProgress, completion: completion)
     }
 

@@ -34,6 +34,18 @@ public struct HTTPRequest: Sendable {
         self.maxBodyBytes = maxBodyBytes
     }
 
+    /// Whether the transfer opens files the client named (a body file, a multipart file
+    /// part, a download's part file): those are opened on the starting thread, which must
+    /// then not be the engine thread.
+    public var usesLocalFiles: Bool {
+        if case .file = destination { return true }
+        switch body {
+        case .file, .fileRange: return true
+        case .multipart(let form): return !form.filePaths.isEmpty
+        case .none, .bytes: return false
+        }
+    }
+
     /// The first value of a header, matched without regard to case.
     public func header(named name: String) -> String? {
         headers.first(where: { $0.name.caseInsensitiveEquals(name) })?.value

@@ -28,9 +28,18 @@ public struct MultipartForm: Sendable, Equatable {
         self.parts = parts
     }
 
+    /// The paths of the file parts, in order.
+    var filePaths: [String] {
+        parts.compactMap { if case .file(let path) = $0.source { path } else { nil } }
+    }
+
     /// Builds the curl_mime for an easy handle; the caller frees it after the transfer.
-    func makeMime(for easy: UnsafeMutableRawPointer) -> OpaquePointer? {
+    /// `files` are the file parts' files, opened by the caller in `filePaths` order (never by
+    /// libcurl on the engine thread, where a FIFO would hold open() and every transfer); they
+    /// must outlive the mime.
+    func makeMime(for easy: UnsafeMutableRawPointer, files: [UploadFile]) -> OpaquePointer? {
         guard let mime = curl_mime_init(easy) else { return nil }
+        var nextFile = files.makeIterator()
         for part in parts {
             guard let mimePart = curl_mime_addpart(mime) else { continue }
             curl_mime_name(mimePart, part.name)
@@ -43,14 +52,24 @@ public struct MultipartForm: Sendable, Equatable {
                     _ = curl_mime_data(mimePart, buffer.baseAddress!.assumingMemoryBound(to: CChar.self), bytes.count)
                 }
             case .file(let path):
-                curl_mime_filedata(mimePart, path)
+                guard let file = nextFile.next() else { continue }
+                let arg = Unmanaged.passUnretained(file).toOpaque()
+                curl_mime_data_cb(mimePart, curl_off_t(file.length), mimeFileRead, mimeFileSeek, nil, arg)
+                curl_mime_filename(mimePart, String(path.split(separator: "/").last ?? ""))
             }
-            // After filedata, which sets the basename as the filename: ours wins.
             if let filename = part.filename { curl_mime_filename(mimePart, filename) }
             if let type = part.contentType { curl_mime_type(mimePart, type) }
         }
         return mime
     }
+}
+
+private let mimeFileRead: curl_read_callback = { buffer, size, count, arg in
+    Unmanaged<UploadFile>.fromOpaque(arg!).takeUnretainedValue().read(into: buffer, size * count)
+}
+
+private let mimeFileSeek: curl_seek_callback = { arg, offset, origin in
+    Unmanaged<UploadFile>.fromOpaque(arg!).takeUnretainedValue().seek(to: offset, origin: origin)
 }
 
 /// Content types by file extension, for parts that do not name theirs.

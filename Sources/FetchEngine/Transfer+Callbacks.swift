@@ -61,25 +61,13 @@ let transferHeaderCallback: fetchd_data_cb = { data, size, count, user in
 
 let transferReadCallback: fetchd_data_cb = { buffer, size, count, user in
     let t = transfer(user)
-    guard let file = t.uploadFile, let buffer else { return Int(fetchd_readfunc_abort()) }
-    let wanted = min(size * count, Int(clamping: file.remaining))
-    guard wanted > 0 else { return 0 }
-    let n = read(file.descriptor, buffer, wanted)
-    guard n >= 0 else { return Int(fetchd_readfunc_abort()) }
-    file.remaining -= Int64(n)
-    return n
+    guard let file = t.uploadFile else { return Int(fetchd_readfunc_abort()) }
+    return file.read(into: buffer, size * count)
 }
 
 let transferSeekCallback: fetchd_seek_cb = { user, offset, origin in
-    let t = transfer(user)
-    // libcurl rewinds to resend the body (a redirect or an auth round): offsets are
-    // relative to where our body starts in the file.
-    guard let file = t.uploadFile, origin == SEEK_SET, offset <= file.length,
-          lseek(file.descriptor, off_t(file.offset + Int64(offset)), SEEK_SET) >= 0 else {
-        return fetchd_seekfunc_fail()
-    }
-    file.remaining = file.length - Int64(offset)
-    return fetchd_seekfunc_ok()
+    guard let file = transfer(user).uploadFile else { return fetchd_seekfunc_fail() }
+    return file.seek(to: offset, origin: origin)
 }
 
 /// Reports progress at most every `progressIntervalNanos`; the final report is sent by the

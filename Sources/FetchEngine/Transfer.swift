@@ -24,6 +24,9 @@ final class Transfer: @unchecked Sendable {
     var bodyTooLarge = false
     /// The request body file, opened by the caller so that an unreadable file fails early.
     var uploadFile: UploadFile?
+    /// The files of a multipart body's file parts, opened by the caller (read through
+    /// curl_mime_data_cb; they outlive `mime`).
+    let mimeFiles: [UploadFile]
     /// A download's file writer, opened by the caller.
     let downloadSink: DownloadSink?
     private var mime: OpaquePointer?
@@ -35,11 +38,13 @@ final class Transfer: @unchecked Sendable {
     var lastProgress: TransferProgress?
     private var finished = false
 
-    init(id: UInt64, request: HTTPRequest, uploadFile: UploadFile?, downloadSink: DownloadSink? = nil,
+    init(id: UInt64, request: HTTPRequest, uploadFile: UploadFile?, mimeFiles: [UploadFile] = [],
+         downloadSink: DownloadSink? = nil,
          onProgress: (@Sendable (TransferProgress) -> Void)?, completion: @escaping Completion) {
         self.id = id
         self.request = request
         self.uploadFile = uploadFile
+        self.mimeFiles = mimeFiles
         self.downloadSink = downloadSink
         recorder = request.recordsExchange ? ExchangeRecorder() : nil
         self.onProgress = onProgress
@@ -130,7 +135,7 @@ final class Transfer: @unchecked Sendable {
             if method != "POST" { fetchd_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method) }
         case .multipart(let form):
             setLong(CURLOPT_UPLOAD_BUFFERSIZE, Self.uploadBufferBytes)
-            mime = form.makeMime(for: easy)
+            mime = form.makeMime(for: easy, files: mimeFiles)
             fetchd_easy_setopt_ptr(easy, CURLOPT_MIMEPOST, UnsafeMutableRawPointer(mime))
             if method != "POST" { fetchd_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method) }
         case .file, .fileRange:
@@ -258,12 +263,11 @@ final class UploadFile: @unchecked Sendable {
     }
 
     init(path: String, offset: Int64, length: Int64?) throws(TransferFileError) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw TransferFileError(path: path, detail: String(cString: strerror(errno))) }
+        let fd = try LocalFile.openForReading(path)
         var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+        guard fstat(fd, &info) == 0 else {
             Glibc.close(fd)
-            throw TransferFileError(path: path, detail: "not a regular file")
+            throw TransferFileError(path: path, detail: String(cString: strerror(errno)))
         }
         descriptor = fd
         size = Int64(info.st_size)
@@ -274,6 +278,28 @@ final class UploadFile: @unchecked Sendable {
             Glibc.close(fd)
             throw TransferFileError(path: path, detail: "the range \(offset)+\(self.length) is past the end of the file (\(size) bytes)")
         }
+    }
+
+    /// libcurl's read callback: up to `capacity` bytes of the body (engine thread).
+    func read(into buffer: UnsafeMutablePointer<CChar>?, _ capacity: Int) -> Int {
+        guard let buffer else { return Int(fetchd_readfunc_abort()) }
+        let wanted = min(capacity, Int(clamping: remaining))
+        guard wanted > 0 else { return 0 }
+        let n = Glibc.read(descriptor, buffer, wanted)
+        guard n >= 0 else { return Int(fetchd_readfunc_abort()) }
+        remaining -= Int64(n)
+        return n
+    }
+
+    /// libcurl rewinds to resend the body (a redirect or an auth round): offsets are
+    /// relative to where the body starts in the file.
+    func seek(to position: curl_off_t, origin: Int32) -> Int32 {
+        guard origin == SEEK_SET, position >= 0, Int64(position) <= length,
+              lseek(descriptor, off_t(offset + Int64(position)), SEEK_SET) >= 0 else {
+            return fetchd_seekfunc_fail()
+        }
+        remaining = length - Int64(position)
+        return fetchd_seekfunc_ok()
     }
 
     private var closed = false

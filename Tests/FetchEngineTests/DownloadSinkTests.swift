@@ -22,8 +22,19 @@ final class DownloadSinkTests: XCTestCase {
     }
 
     private func sink(_ path: String, hashQueue: DispatchQueue? = nil) throws -> DownloadSink {
-        try DownloadSink(target: DownloadTarget(partPath: path, resumeOffset: 0, hashOfExistingBytes: SHA256(),
-                                                writesBackEarly: false), hashQueue: hashQueue)
+        // /dev/full takes the open and refuses every write with ENOSPC; the part file's own
+        // open refuses devices, so the test opens it.
+        let descriptor = path == "/dev/full" ? open(path, O_WRONLY | O_CLOEXEC) : nil
+        return try DownloadSink(target: DownloadTarget(partPath: path, resumeOffset: 0, hashOfExistingBytes: SHA256(),
+                                                       writesBackEarly: false), hashQueue: hashQueue, descriptor: descriptor)
+    }
+
+    func testThePartFileIsNeverADeviceOrALink() {
+        XCTAssertThrowsError(try DownloadSink(target: DownloadTarget(partPath: "/dev/full", resumeOffset: 0,
+                                                                     hashOfExistingBytes: SHA256())))
+        symlink("/dev/null", dir + "/a.part")
+        XCTAssertThrowsError(try DownloadSink(target: DownloadTarget(partPath: dir + "/a.part", resumeOffset: 0,
+                                                                     hashOfExistingBytes: SHA256())))
     }
 
     private func taken(_ sink: DownloadSink, _ bytes: [UInt8], resume: @escaping @Sendable () -> Void = {}) -> DownloadSink.Taken {
@@ -81,7 +92,6 @@ final class DownloadSinkTests: XCTestCase {
     }
 
     func testAWriteThatFailsAtTheEndIsReported() throws {
-        // /dev/full takes the open and refuses every write with ENOSPC.
         let sink = try sink("/dev/full")
         XCTAssertTrue(write(sink, fullPiece), "gathered: nothing is written yet")
         XCTAssertNil(sink.failure)

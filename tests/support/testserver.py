@@ -38,7 +38,7 @@ Endpoints (any method unless noted):
                                  no-range=1: Range is always ignored.
                                  status=S: answer S with all n bytes as the body.
   /ranged-log/<key>              {"requests": [{"range", "ifRange", "status"}...]} seen by /ranged
-  /resumable/start[?key=K][&fail-chunk=N[&fail-mode=reset|reset-in-answer|503][&fail-keep=B]]
+  /resumable/start[?key=K][&fail-chunk=N[&fail-mode=reset|reset-in-answer|503][&fail-keep=B]][&upload-url=U]
                  [&hold-chunk=N[&hold-ms=T]]
                                  Google resumable upload start (X-Goog-Upload-Protocol: resumable,
                                  X-Goog-Upload-Command: start) -> X-Goog-Upload-URL .../resumable/session/<id>
@@ -482,7 +482,8 @@ class Handler(BaseHTTPRequestHandler):
                     sid = f"{key}.{n}"
                 _State.resumable[sid] = _ResumableSession(sid, q, self.headers, self.command)
                 _State.resumable_keys.setdefault(key, []).append(sid)
-            url = f"http://127.0.0.1:{self.server.server_address[1]}/resumable/session/{sid}"
+            # ?upload-url=U hands out U as the session URL (a hostile or broken server).
+            url = q.get("upload-url") or f"http://127.0.0.1:{self.server.server_address[1]}/resumable/session/{sid}"
             return self._send(200, "", headers=[("X-Goog-Upload-Status", "active"), ("X-Goog-Upload-URL", url),
                                                 ("X-Goog-Upload-Chunk-Granularity", "1")])
         if len(seg) == 3 and seg[1] == "info":

@@ -13,7 +13,8 @@ int fetchd_peer_credentials(int fd, int *pid, unsigned int *uid);
 int fetchd_unix_socket(int nonblocking);
 /* Extended attributes (the validator of a partial download). */
 int fetchd_fsetxattr(int fd, const char *name, const char *value, unsigned long size);
-long fetchd_getxattr(const char *path, const char *name, char *value, unsigned long size);
+/* Of the path itself, never of what a symbolic link points to (lgetxattr). */
+long fetchd_lgetxattr(const char *path, const char *name, char *value, unsigned long size);
 int fetchd_fremovexattr(int fd, const char *name);
 int fetchd_removexattr(const char *path, const char *name);
 /* Starts writeback of a file range without waiting (sync_file_range SYNC_FILE_RANGE_WRITE). */

@@ -47,57 +47,23 @@ enum CookieFile {
 
     /// The file's text, or nil when there is no file yet.
     static func read(_ path: String) throws(IOError) -> String? {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            if access(path, F_OK) != 0 && errno == ENOENT { return nil }
-            throw IOError(description: "cannot read \(path): \(String(cString: strerror(errno)))")
+        // Not FileManager: a FIFO under the name must not hold the daemon's start.
+        do {
+            return try LocalFile.contents(of: path).map { String(decoding: $0, as: UTF8.self) }
+        } catch {
+            throw IOError(description: "cannot read \(path): \(error.detail)")
         }
-        return String(decoding: data, as: UTF8.self)
     }
 
-    /// Replaces the file atomically: a temporary file in the same directory, written and
-    /// fsynced, renamed over the old one, then the directory fsynced. A crash leaves the old
-    /// file or the new one, never half of one.
+    /// Replaces the file atomically (LocalFile.replace): a crash leaves the old file or the
+    /// new one, never half of one. Cookies are credentials: owner only, whatever the umask.
     static func write(_ text: String, to path: String) throws(IOError) {
         let directory = PathText.directory(of: path)
-        let base = PathText.lastComponent(of: path)
-        var template = Array("\(directory.isEmpty ? "." : directory)/.\(base).XXXXXX".utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else { throw failure("cannot create a temporary file next to \(path)") }
-        let temporary = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        var ok = false
-        defer {
-            if !ok { unlink(temporary) }
+        do {
+            try LocalFile.replace(PathText.lastComponent(of: path), in: directory.isEmpty ? "." : directory,
+                                  with: Array(text.utf8), mode: 0o600)
+        } catch {
+            throw IOError(description: "cannot write \(path): \(error.detail)")
         }
-        // Cookies are credentials: owner only, whatever the umask.
-        fchmod(fd, 0o600)
-        let bytes = Array(text.utf8)
-        var written = 0
-        while written < bytes.count {
-            let n = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else {
-                let error = failure("cannot write \(temporary)")
-                close(fd)
-                throw error
-            }
-            written += n
-        }
-        guard fsync(fd) == 0 else {
-            let error = failure("cannot fsync \(temporary)")
-            close(fd)
-            throw error
-        }
-        close(fd)
-        guard rename(temporary, path) == 0 else { throw failure("cannot rename \(temporary) to \(path)") }
-        ok = true
-        let dir = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dir >= 0 {
-            fsync(dir)
-            close(dir)
-        }
-    }
-
-    private static func failure(_ what: String) -> IOError {
-        IOError(description: "\(what): \(String(cString: strerror(errno)))")
     }
 }

@@ -96,6 +96,9 @@ struct JobRunner: Sendable {
                 }
             }
         }
+        // Files the client named are never opened on the thread that read the request (the
+        // engine thread): such a job starts in a task.
+        if request.usesLocalFiles { return retries(RetryState(), nil) }
         let started: Bool
         do {
             started = try job.attemptNow(request, host: HostKey(model.url), priority: model.priority, on: services,

@@ -15,7 +15,7 @@ struct ResumableUploadDriver: Sendable {
         guard stat(path, &info) == 0 else { throw TransferFileError(path: path, detail: String(cString: strerror(errno))) }
         var session = ResumableUpload(fileSize: Int64(info.st_size), chunkSize: chunkSize, contentType: file.mimetype)
         let model = params.model
-        var base = model.httpRequest(maxBodyBytes: 64 << 20)
+        var base = model.httpRequest(maxBodyBytes: params.maxBodyBytes)
         base.body = .none
         base.method = model.method
 
@@ -46,6 +46,9 @@ struct ResumableUploadDriver: Sendable {
                         request.headers.append(HTTPHeader("Content-Type", "application/octet-stream"))
                     }
                     var failedWith: RetryPolicy.Outcome? = nil
+                    // A chunk that failed in transport: when no retry follows, that failure is
+                    // the job's outcome, never an earlier answer (the file did not get there).
+                    var transportFailure: JobFailed? = nil
                     do {
                         // The upload URL may name another host: its limits apply.
                         let host = (try? RequestURL(request.url)).map(HostKey.init) ?? HostKey(model.url)
@@ -66,6 +69,7 @@ struct ResumableUploadDriver: Sendable {
                     } catch let failed as JobFailed {
                         session.failed()
                         failedWith = .failure(failed.error.kind)
+                        transportFailure = failed
                         if failures + 1 >= policy.maxAttempts { throw failed }
                     }
                     guard let outcome = failedWith else { continue }
@@ -74,6 +78,7 @@ struct ResumableUploadDriver: Sendable {
                     if case .status(404, _) = outcome { return (job, last) }
                     let decision = policy.decide(attempt: failures, outcome: outcome, waitedSoFar: waited, jitter: jitter, now: Date())
                     guard case .retry(let wait, let reason) = decision else {
+                        if let transportFailure { throw transportFailure }
                         return (job, last)
                     }
                     runner.announceRetry(job, model: model, context: context, wait: wait, reason: reason)

@@ -92,26 +92,9 @@ final class HTTPLog: Sendable {
         }
     }
 
-    /// A temporary file in the same directory, fsync, rename: a reader never sees half a file.
+    /// A temporary file with an unpredictable name, fsync, rename: a reader never sees half
+    /// a file, and a link planted in the directory is never written through.
     static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
-        let directory = PathText.directory(of: path)
-        let temporary = directory + "/." + PathText.lastComponent(of: path) + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw TransferFileError(path: temporary, detail: String(cString: strerror(errno))) }
-        var written = 0
-        let ok = bytes.withUnsafeBytes { buffer -> Bool in
-            while written < buffer.count {
-                let n = write(fd, buffer.baseAddress! + written, buffer.count - written)
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { return false }
-                written += n
-            }
-            return fsync(fd) == 0
-        }
-        close(fd)
-        guard ok, rename(temporary, path) == 0 else {
-            unlink(temporary)
-            throw TransferFileError(path: path, detail: String(cString: strerror(errno)))
-        }
+        try LocalFile.replace(PathText.lastComponent(of: path), in: PathText.directory(of: path), with: bytes)
     }
 }

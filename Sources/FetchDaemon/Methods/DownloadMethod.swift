@@ -78,11 +78,13 @@ struct DownloadMethod: RPCMethod {
     /// Refused before any request: an existing file without `overwrite`, or no directory.
     private func checkDestination(_ params: Params) throws {
         var info = stat()
-        if stat(params.path, &info) == 0 {
+        // lstat: a link (even a dangling one) under the final name counts as a file there.
+        if lstat(params.path, &info) == 0 {
             guard params.overwrite else {
                 throw TransferFileError(path: params.path, detail: "already exists (set overwrite to replace it)")
             }
-            guard (info.st_mode & S_IFMT) == S_IFREG else {
+            // A link is replaced by the download (rename never follows it), never written through.
+            guard (info.st_mode & S_IFMT) == S_IFREG || (info.st_mode & S_IFMT) == S_IFLNK else {
                 throw TransferFileError(path: params.path, detail: "exists and is not a regular file")
             }
         }

@@ -148,11 +148,11 @@ struct UploadMethod: RPCMethod {
 
     /// Why a file cannot be sent, or nil when it can.
     static func unreadable(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return String(cString: strerror(errno)) }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return "not a regular file" }
-        return nil
+        do {
+            close(try LocalFile.openForReading(path))
+            return nil
+        } catch {
+            return error.detail
+        }
     }
 }
