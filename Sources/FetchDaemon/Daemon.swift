@@ -78,7 +78,9 @@ public final class Daemon: Sendable {
             prepare: { line, context, later in dispatcher.prepare(line: line, context: context, later: later) },
             answer: { message, context in await dispatcher.answer(message: message, context: context) },
             maxMessageBytes: options.maxMessageBytes,
+            unfinishedLines: UnfinishedLines(maxMessageBytes: options.maxMessageBytes),
             tasks: tasks,
+            opened: { id, budget in jobs.connectionOpened(id, budget: budget) },
             vanished: { id in
                 log.debug("connection \(id): peer gone; cancelling its jobs")
                 jobs.connectionVanished(id)

@@ -139,7 +139,7 @@ final class EngineLoop: @unchecked Sendable {
         }
         let easy = handlePool.popLast() ?? curl_easy_init()!
         let id = transfer.id
-        if transfer.downloadSink != nil {
+        if transfer.downloadSink != nil || transfer.request.bodyBudget != nil {
             transfer.resumeAfterPause = { [weak self] in self?.submit(.unpause(id)) }
         }
         transfer.configure(easy, settings: settings)
@@ -186,6 +186,9 @@ final class EngineLoop: @unchecked Sendable {
     private func end(_ transfer: Transfer, _ result: Result<HTTPResponse, TransferError>) {
         active[transfer.id] = nil
         activeCount.store(active.count, ordering: .relaxed)
+        // A failed attempt's body is dropped now; a response's body is the client's until its
+        // answer is queued (the daemon releases it then).
+        if case .failure = result { transfer.request.bodyBudget?.release(transfer.id) }
         guard let easy = transfer.easy else { return }
         curl_multi_remove_handle(multi, easy)
         if let onProgress = transfer.onProgress {

@@ -18,6 +18,9 @@ public struct HTTPRequest: Sendable {
     public var recordsExchange = false
     /// The cookie jar this request reads and updates; nil: no cookies at all.
     public var cookieJar: String? = nil
+    /// Shared by one client's requests: bounds the bodies they hold in memory (and the
+    /// answers waiting for that client) by pausing transfers; nil: no bound.
+    public var bodyBudget: BodyBudget? = nil
 
     public init(
         method: String = "GET", url: String, headers: [HTTPHeader] = [], body: RequestBody = .none,

@@ -27,6 +27,10 @@ let transferWriteCallback: fetchd_data_cb = { data, size, count, user in
         t.bodyTooLarge = true
         return 0  // makes libcurl stop with CURLE_WRITE_ERROR
     }
+    // The client holds too much already: libcurl keeps the piece until it is unpaused.
+    if let budget = t.request.bodyBudget, !budget.take(length, for: t.id, resume: t.resumeAfterPause) {
+        return fetchd_writefunc_pause()
+    }
     t.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))
     return length
 }

@@ -34,13 +34,26 @@ public struct LineFramer: Sendable {
                 discarding = false
             } else {
                 var line = pending
-                pending.removeAll(keepingCapacity: true)
+                // A large line's buffer is not kept for the connection's whole life.
+                pending.removeAll(keepingCapacity: pending.count <= Self.keptCapacityBytes)
                 if line.last == UInt8(ascii: "\r") { line.removeLast() }
                 if !line.allSatisfy(Self.isBlank) { events.append(.line(line)) }
             }
             start = newline + 1
         }
         return events
+    }
+
+    /// Buffers up to this size are reused for the next line.
+    static let keptCapacityBytes = 64 << 10
+
+    /// Drops the line being gathered (its bytes and the rest of it, up to its newline), as if
+    /// it had been too long. False when no line was being gathered.
+    public mutating func abandonLine() -> Bool {
+        guard !pending.isEmpty, !discarding else { return false }
+        pending = []
+        discarding = true
+        return true
     }
 
     public mutating func feed(_ bytes: [UInt8]) -> [Event] {

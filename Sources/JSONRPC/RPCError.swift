@@ -54,4 +54,12 @@ public struct RPCError: Error, Sendable, Equatable {
     public static func messageTooLarge(limit: Int) -> RPCError {
         RPCError(.messageTooLarge, "Message too large", data: ["limit": .integer(Int64(limit))])
     }
+
+    /// A message dropped because every client's unfinished messages together passed `limit`.
+    public static func unfinishedMessagesTooLarge(limit: Int) -> RPCError {
+        RPCError(.messageTooLarge, "Message too large", data: [
+            "limit": .integer(Int64(limit)),
+            "detail": .string("the daemon holds too many unfinished messages across all connections (\(limit) bytes); send it again"),
+        ])
+    }
 }

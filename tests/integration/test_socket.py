@@ -1,5 +1,6 @@
 """The socket server: mode 0600, stale socket replaced, a live daemon refused, shutdown by
 signal, many clients at once, a slow reader blocks nobody, other uids refused, no fd leaks."""
+import base64
 import json
 import os
 import shutil
@@ -158,9 +159,14 @@ class TestManyClients(unittest.TestCase):
                     self.assertEqual(fast.call("ping", timeout=5), "pong")
                 r = fast.call("fetch", {"url": self.srv.nginx_url + "/small.txt"}, timeout=20)
                 self.assertEqual(r["status"], 200)
-                # and after the slow reader's fetches are surely done, still fine
+                # The slow reader's fetches are held to its connection's memory budget
+                # (paused, not finished) while it reads nothing; when it reads, every answer comes.
+                for i in range(30):
+                    a = slow.answer_for(i, 60)
+                    self.assertIn("result", a, json.dumps(a)[:300])
+                    self.assertEqual(len(base64.b64decode(a["result"]["bodyBase64"])), 1000000)
                 wait_for(lambda: fast.call("getStatus")["jobs"]["running"] == 0, 30,
-                         message="the unread fetches never finished")
+                         message="the fetches never finished")
                 for i in range(5):
                     self.assertEqual(fast.call("ping", timeout=5), "pong")
         finally:

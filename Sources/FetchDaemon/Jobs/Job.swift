@@ -63,7 +63,12 @@ final class Job: Sendable {
         var records: [AttemptRecord] = []
     }
 
-    init(id: String, transferID: UInt64, connectionID: UInt64, detach: Bool, method: String, url: String, comment: String?) {
+    /// The budget of the connection the job came from (its answer goes there).
+    let bodyBudget: BodyBudget?
+
+    init(id: String, transferID: UInt64, connectionID: UInt64, detach: Bool, method: String, url: String, comment: String?,
+         bodyBudget: BodyBudget? = nil) {
+        self.bodyBudget = bodyBudget
         self.id = id
         self.transferID = transferID
         self.connectionID = connectionID
@@ -139,6 +144,8 @@ final class Job: Sendable {
     ) {
         var request = request
         request.recordsExchange = services.httpLog.isEnabled
+        // Bodies kept in memory count against what the client's connection may hold.
+        if case .memory = request.destination { request.bodyBudget = bodyBudget }
         let observe: @Sendable (TransferProgress) -> Void = { [self] progress in
             mutable.withLock { $0.progress = progress }
             onProgress?(progress)

@@ -18,6 +18,8 @@ final class JobRegistry: Sendable {
         var failed = 0
         /// Connections whose peer is gone: their new non-detached jobs are cancelled at once.
         var vanishedConnections: Set<UInt64> = []
+        /// What each open connection may hold in memory (Connection.bodyBudget).
+        var budgets: [UInt64: BodyBudget] = [:]
         var shuttingDown = false
     }
 
@@ -51,7 +53,7 @@ final class JobRegistry: Sendable {
                 throw JobCancelled(jobID: id, by: .disconnect)
             }
             let job = Job(id: id, transferID: number, connectionID: connectionID, detach: detach,
-                          method: method, url: url, comment: comment)
+                          method: method, url: url, comment: comment, bodyBudget: s.budgets[connectionID])
             s.live[id] = job
             return job
         }
@@ -89,8 +91,15 @@ final class JobRegistry: Sendable {
         for job in jobs { _ = job.cancel(by: .disconnect, services: services) }
     }
 
+    func connectionOpened(_ connectionID: UInt64, budget: BodyBudget) {
+        state.withLock { $0.budgets[connectionID] = budget }
+    }
+
     func connectionClosed(_ connectionID: UInt64) {
-        state.withLock { _ = $0.vanishedConnections.remove(connectionID) }
+        state.withLock { s in
+            s.vanishedConnections.remove(connectionID)
+            s.budgets[connectionID] = nil
+        }
     }
 
     /// Refuses new jobs from now on.

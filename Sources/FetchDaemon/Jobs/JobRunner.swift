@@ -40,6 +40,8 @@ struct JobRunner: Sendable {
     ) async throws -> Result {
         let job = try register(model, method: method, url: url, context: context)
         let startedAt = ContinuousClock.now
+        // Its bodies were read into memory (an upload's answer, a download's error body).
+        defer { job.bodyBudget?.release(job.transferID) }
         do {
             // A cancel that was acknowledged wins over a result that raced it.
             let result = try Self.settle(job, .success(try await work(job, progressReporter(job, model: model, context: context)))).get()
@@ -74,6 +76,8 @@ struct JobRunner: Sendable {
                 let result = Swift.Result { try answer(job, outcome.get()) }
                 finished(job, startedAt: startedAt, error: result.failureValue)
                 reply(result)
+                // The answer is queued now (and counted as the connection's outbound bytes).
+                job.bodyBudget?.release(job.transferID)
             }
             // Turning a large body into text or base64 is not work for the engine thread; nor is
             // any answer while other transfers are running: they go on while it is built.

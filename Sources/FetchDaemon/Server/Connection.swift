@@ -21,14 +21,23 @@ final class Connection: Sendable {
         /// Answers a decoded message; nil when nothing is owed.
         let answer: @Sendable (_ message: JSONValue, _ context: RPCContext) async -> JSONValue?
         let maxMessageBytes: Int
+        /// Every connection's partial lines together (shared by all connections).
+        let unfinishedLines: UnfinishedLines
         /// Where this connection's tasks run (a large line's parse, a deferred answer).
         let tasks: any TaskExecutor
+        /// The connection is served from now on; its jobs' bodies count against `budget`.
+        let opened: @Sendable (_ connectionID: UInt64, _ budget: BodyBudget) -> Void
         /// The peer is gone (not just half-closed): its jobs may be cancelled.
         let vanished: @Sendable (_ connectionID: UInt64) -> Void
         let closed: @Sendable (_ connectionID: UInt64) -> Void
     }
 
     static let pauseReadingAboveBytes = 4 << 20
+    /// What one client's requests may hold in memory: bodies being received plus answers not
+    /// yet read (BodyBudget). A client that sends many large fetches and never reads is held
+    /// to about this, plus one answer; one that reads is never slowed by it below this.
+    static let bodyBudgetBytes = 32 << 20
+    let bodyBudget = BodyBudget(limit: Connection.bodyBudgetBytes)
     static let coalesceNotificationsAboveBytes = 256 << 10
 
     let id: UInt64
@@ -38,6 +47,8 @@ final class Connection: Sendable {
     private let state: Locked<State>
     // Event loop thread only.
     private nonisolated(unsafe) var framer: LineFramer
+    /// What this connection's partial line counts in `hooks.unfinishedLines` (loop thread only).
+    private nonisolated(unsafe) var unfinishedBytes = 0
 
     private struct State {
         var outbound = OutboundBuffer()
@@ -50,6 +61,9 @@ final class Connection: Sendable {
         var interest: UInt32 = 0
         /// Answers wait in `outbound` for the end of a `WriteCork` burst.
         var heldBack = false
+        /// Counts reports of `outbound`'s size to the body budget, which keeps the newest.
+        var outboundVersion: UInt64 = 0
+        var reportedOutbound = 0
     }
 
     /// What methods see of this connection, and where their answers go: made once, not
@@ -78,6 +92,7 @@ final class Connection: Sendable {
     func start() {
         let events = Self.readEvents
         state.withLock { $0.interest = events }
+        hooks.opened(id, bodyBudget)
         loop.register(fd, events: events) { [self] events in handle(events) }
     }
 
@@ -106,6 +121,7 @@ final class Connection: Sendable {
             if n > 0 {
                 let events = framer.feed(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
                 for event in events { dispatch(event) }
+                accountUnfinishedLine()
                 return
             } else if n == 0 {
                 state.withLock { $0.readClosed = true }
@@ -120,6 +136,19 @@ final class Connection: Sendable {
                 return
             }
         }
+    }
+
+    /// Keeps the shared count of partial lines in step; over its limit, a large partial line
+    /// here is dropped and answered -32006.
+    private func accountUnfinishedLine() {
+        let now = framer.bufferedByteCount
+        guard now != unfinishedBytes else { return }
+        let over = hooks.unfinishedLines.change(by: now - unfinishedBytes)
+        unfinishedBytes = now
+        guard over, now > UnfinishedLines.abandonAboveBytes, framer.abandonLine() else { return }
+        _ = hooks.unfinishedLines.change(by: -now)
+        unfinishedBytes = 0
+        send(RPCMessage.line(RPCMessage.error(id: .null, .unfinishedMessagesTooLarge(limit: hooks.unfinishedLines.limit))))
     }
 
     private func dispatch(_ event: LineFramer.Event) {
@@ -244,8 +273,8 @@ final class Connection: Sendable {
     /// Keeps epoll's interest in step with the state: write interest while bytes wait,
     /// read interest unless paused or closed.
     private func updateInterest() {
-        state.withLock { s in
-            guard !s.closed else { return }
+        let outbound = state.withLock { s -> (bytes: Int, version: UInt64)? in
+            guard !s.closed else { return nil }
             let owed = s.outbound.count + s.pendingNotifications.count
             s.readPaused = s.outbound.count > Self.pauseReadingAboveBytes
             var events: UInt32 = 0
@@ -255,7 +284,15 @@ final class Connection: Sendable {
                 s.interest = events
                 loop.modify(fd, events: events)
             }
+            // The body budget hears of every change of what waits (most answers leave at once:
+            // nothing to report).
+            guard s.outbound.count != s.reportedOutbound else { return nil }
+            s.reportedOutbound = s.outbound.count
+            s.outboundVersion &+= 1
+            return (s.outbound.count, s.outboundVersion)
         }
+        // Outside the lock: it may unpause transfers.
+        if let outbound { bodyBudget.outboundChanged(to: outbound.bytes, version: outbound.version) }
     }
 
     // MARK: closing (loop thread)
@@ -270,6 +307,8 @@ final class Connection: Sendable {
             return true
         }
         guard first else { return }
+        // Nothing it is owed will be read: detached jobs run on unbounded.
+        bodyBudget.lift()
         // HUP is reported until the descriptor is closed; stop listening before waiting for
         // the requests still running.
         loop.unregister(fd)
@@ -297,6 +336,8 @@ final class Connection: Sendable {
             return true
         }
         guard shouldClose else { return }
+        if unfinishedBytes != 0 { _ = hooks.unfinishedLines.change(by: -unfinishedBytes) }
+        unfinishedBytes = 0
         loop.unregister(fd)
         close(fd)
         hooks.closed(id)

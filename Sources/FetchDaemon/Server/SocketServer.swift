@@ -87,8 +87,9 @@ final class SocketServer: Sendable {
             }
             let id = nextID.add(1, ordering: .relaxed).oldValue
             let connectionHooks = Connection.Hooks(
-                prepare: hooks.prepare, answer: hooks.answer, maxMessageBytes: hooks.maxMessageBytes, tasks: hooks.tasks,
-                vanished: hooks.vanished,
+                prepare: hooks.prepare, answer: hooks.answer, maxMessageBytes: hooks.maxMessageBytes,
+                unfinishedLines: hooks.unfinishedLines, tasks: hooks.tasks,
+                opened: hooks.opened, vanished: hooks.vanished,
                 closed: { [weak self] id in
                     self?.connections.withLock { _ = $0.removeValue(forKey: id) }
                     self?.hooks.closed(id)
