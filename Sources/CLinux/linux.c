@@ -1,9 +1,10 @@
-/* Linux calls that Swift's Glibc module leaves out: epoll, eventfd, accept4, SO_PEERCRED.
+/* Linux calls that Swift's Glibc module leaves out: epoll, eventfd, timerfd, accept4, SO_PEERCRED.
  * Compiled here, with _GNU_SOURCE, so that the header Swift sees needs no system headers. */
 #define _GNU_SOURCE
 #include "CLinux.h"
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/xattr.h>
@@ -80,4 +81,10 @@ long long fetchd_parse_http_date(const char *text) {
         if (seconds != (time_t)-1) return (long long)seconds;
     }
     return -1;
+}
+
+int fetchd_timerfd(void) { return timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC); }
+int fetchd_timerfd_arm(int fd, long milliseconds) {
+    struct itimerspec spec = { .it_value = { .tv_sec = milliseconds / 1000, .tv_nsec = (milliseconds % 1000) * 1000000L } };
+    return timerfd_settime(fd, 0, &spec, 0);
 }

@@ -19,6 +19,11 @@ public final class Daemon: Sendable {
     public init(options: DaemonOptions, environment: [String: String]) throws {
         self.options = options
         log = Logger(minimum: options.verbose ? .debug : .notice)
+        if let limit = FileLimit.raiseSoftToHard() {
+            log.info(limit.from == limit.to
+                ? "open-file limit \(limit.to) (the hard limit)"
+                : "open-file limit raised from \(limit.from) to \(limit.to) (the hard limit)")
+        }
         socketPath = SocketPath.resolve(flag: options.socketPath, environment: environment, uid: getuid())
         engine = HTTPEngine(settings: EngineSettings(
             caFile: options.caFile, userAgent: "fetchd/\(FetchdVersion.text)", spinMicroseconds: options.spinMicroseconds))
@@ -98,6 +103,11 @@ public final class Daemon: Sendable {
         let engine = self.engine
         server.start { fd, onReadable in engine.watch(fd, onReadable: onReadable) }
         log.notice("fetchd \(FetchdVersion.text) listening on \(socketPath)")
+    }
+
+    /// SIGHUP: nothing to reload yet, and it must not stop the daemon.
+    public func hangUp() {
+        log.notice("SIGHUP ignored: config reload comes with --config")
     }
 
     /// Stops as protocol.md says: no new connections or jobs, running jobs get the grace

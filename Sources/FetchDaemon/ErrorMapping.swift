@@ -3,7 +3,20 @@ import JSONRPC
 
 /// The one place where the daemon's and the engine's errors become JSON-RPC errors.
 enum ErrorMapping {
+    /// The error as the client sees it, with the secrets of any URL in its message and
+    /// details masked (`URLRedaction`): errors are logged and shown, unlike a result's URL.
     static func rpcError(for error: any Error) -> RPCError {
+        let mapped = unredacted(error)
+        guard case .object(var data)? = mapped.data else {
+            return RPCError(mapped.code, URLRedaction.redactURLs(in: mapped.message), data: mapped.data)
+        }
+        for (key, value) in data.members where key != "path" {
+            if case .string(let text) = value { data[key] = .string(URLRedaction.redactURLs(in: text)) }
+        }
+        return RPCError(mapped.code, URLRedaction.redactURLs(in: mapped.message), data: .object(data))
+    }
+
+    private static func unredacted(_ error: any Error) -> RPCError {
         switch error {
         case let error as RPCError:
             return error

@@ -33,6 +33,8 @@ _ = fetchd_limit_malloc_arenas(2)
 signal(SIGPIPE, SIG_IGN)
 signal(SIGTERM, SIG_IGN)
 signal(SIGINT, SIG_IGN)
+// The default action of SIGHUP (a closed terminal, a reload by habit) would end the daemon.
+signal(SIGHUP, SIG_IGN)
 
 let daemon: Daemon
 do {
@@ -52,10 +54,14 @@ let signalSources = [SIGTERM, SIGINT].map { number in
     return source
 }
 
+let hangUpSource = DispatchSource.makeSignalSource(signal: SIGHUP, queue: signalQueue)
+hangUpSource.setEventHandler { @Sendable in daemon.hangUp() }
+hangUpSource.resume()
+
 daemon.start()
 stop.wait()
 daemon.shutdown()
-withExtendedLifetime(signalSources) {}
+withExtendedLifetime((signalSources, hangUpSource)) {}
 exit(0)
 
 /// One line on standard error.

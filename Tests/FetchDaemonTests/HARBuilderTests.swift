@@ -286,7 +286,7 @@ final class HARBuilderTests: XCTestCase {
     func testErrorDetailIsRedacted() {
         let request = HTTPRequest(url: "http://h/?api_key=leakyKey42")
         let entry = entries(build([failure(request, .other, "bad URL http://h/?api_key=leakyKey42")]))[0]
-        XCTAssertEqual(entry["_error"]?["detail"]?.stringValue, "bad URL http://h/?api_key=\(Redaction.mask)")
+        XCTAssertEqual(entry["_error"]?["detail"]?.stringValue, "bad URL http://h/?api_key=\(URLRedaction.encodedMask)")
     }
 
     // MARK: files

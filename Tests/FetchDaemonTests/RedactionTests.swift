@@ -17,10 +17,10 @@ final class RedactionTests: XCTestCase {
 
     func testSecretNames() {
         for name in ["password", "PASSWORD", "user_passwd", "client_secret", "access_token", "refresh_token",
-                     "api_key", "X-ApiKey", "newPassword", "secret"] {
+                     "api_key", "X-ApiKey", "newPassword", "secret", "key", "auth", "code", "sig"] {
             XCTAssertTrue(Redaction.isSecretName(name), name)
         }
-        for name in ["user", "page", "grant_type", "q", "key", "auth"] {
+        for name in ["user", "page", "grant_type", "q", "monkey", "author"] {
             XCTAssertFalse(Redaction.isSecretName(name), name)
         }
     }

@@ -8,6 +8,9 @@ int fetchd_epoll_del(int ep, int fd);
 /* Waits and writes (fd, events) pairs into fds and events; returns the count or -1. */
 int fetchd_epoll_wait(int ep, int *fds, unsigned int *events, int max, int timeout);
 int fetchd_eventfd(void);
+/* A one-shot monotonic timer descriptor (non-blocking, close-on-exec); arm: ms from now. */
+int fetchd_timerfd(void);
+int fetchd_timerfd_arm(int fd, long milliseconds);
 int fetchd_accept(int fd);
 int fetchd_peer_credentials(int fd, int *pid, unsigned int *uid);
 int fetchd_unix_socket(int nonblocking);

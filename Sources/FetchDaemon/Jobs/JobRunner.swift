@@ -140,7 +140,9 @@ struct JobRunner: Sendable {
         let job = try jobs.register(
             jobID: model.jobID, connectionID: context.connectionID, detach: model.detach,
             method: method, url: url, comment: model.comment)
-        services.log.debug("job \(job.id) from connection \(context.connectionID): \(method) \(url)")
+        // The logger redacts the URL's secrets and escapes what the client chose.
+        let comment = model.comment.map { ", comment: \($0)" } ?? ""
+        services.log.debug("job \(job.id) from connection \(context.connectionID): \(method) \(url)\(comment)")
         return job
     }
 

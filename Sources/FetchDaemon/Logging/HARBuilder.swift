@@ -40,7 +40,7 @@ struct HARBuilder {
             "creator": ["name": "fetchd", "version": .string(FetchdVersion.text)],
             "pages": [],
             "entries": .array(entries),
-            "comment": .string(Redaction(enabled: false).text(comment)),
+            "comment": .string(Redaction(enabled: settings.redact).text(comment)),
         ]]
     }
 
@@ -82,7 +82,7 @@ struct HARBuilder {
         let headers = hop.requestHeaders.map(redaction.header)
         var object: JSONObject = [
             "method": .string(hop.method),
-            "url": .string(redactedURL(hop.url, redaction)),
+            "url": .string(redaction.url(hop.url)),
             "httpVersion": .string(hop.httpVersion.isEmpty ? "HTTP/1.1" : hop.httpVersion),
             "cookies": .array(requestCookies(hop.requestHeaders, redaction)),
             "headers": .array(headers.map { ["name": .string($0.name), "value": .string($0.value)] }),
@@ -187,7 +187,7 @@ struct HARBuilder {
             "cookies": .array(responseCookies(hop.responseHeaders, redaction)),
             "headers": .array(headers.map { ["name": .string($0.name), "value": .string($0.value)] }),
             "content": .object(content),
-            "redirectURL": .string(redaction.text(location)),
+            "redirectURL": .string(redaction.url(location)),
             "headersSize": -1,
             "bodySize": .integer(bodySize),
         ]
@@ -235,22 +235,5 @@ struct HARBuilder {
             if lower.contains("secure") { cookie["secure"] = true }
             return .object(cookie)
         }
-    }
-
-    private func redactedURL(_ url: String, _ redaction: Redaction) -> String {
-        guard redaction.enabled, let question = url.firstIndex(of: "?") else { return redaction.text(url) }
-        let base = String(url[..<question])
-        var query = String(url[url.index(after: question)...])
-        var fragment = ""
-        if let hash = query.firstIndex(of: "#") {
-            fragment = String(query[hash...])
-            query = String(query[..<hash])
-        }
-        let pairs = query.split(separator: "&").map { pair -> String in
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = Redaction.decode(parts[0])
-            return Redaction.isSecretName(name) ? "\(parts[0])=\(URLEncoding.encode(Redaction.mask, spaceAsPlus: false))" : String(pair)
-        }
-        return redaction.text(base + "?" + pairs.joined(separator: "&") + fragment)
     }
 }

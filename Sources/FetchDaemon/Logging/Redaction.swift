@@ -2,14 +2,15 @@ import FetchEngine
 import FoundationEssentials
 import JSONRPC
 
-/// What HTTP logs hide by default: the values of credential headers and cookies, and of
-/// JSON, form and query fields named like secrets. Every secret value found in the request
-/// is also masked wherever else it appears (an echoing server's body, a URL).
+/// What HTTP logs hide by default: the values of credential headers and cookies, of JSON,
+/// form and query fields named like secrets, and the secrets of every URL (`URLRedaction`,
+/// the same rule as the diagnostic log's and error messages'). Every secret value found in
+/// the request is also masked wherever else it appears (an echoing server's body, a URL).
 struct Redaction: Sendable {
-    static let mask = "<redacted>"
+    static let mask = URLRedaction.mask
     static let secretHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie", "set-cookie"]
-    /// A field is secret when its lowercased name contains one of these.
-    static let secretNameParts = ["password", "passwd", "secret", "token", "api_key", "apikey"]
+    /// Headers whose value is a URL: redacted by the URL rule.
+    static let urlHeaders: Set<String> = ["location", "content-location", "referer", "origin"]
     /// Values shorter than this are not masked elsewhere: too likely to hit innocent text.
     static let shortestMaskedValue = 4
 
@@ -20,9 +21,9 @@ struct Redaction: Sendable {
         self.enabled = enabled
     }
 
+    /// One rule for the names of query, form, JSON and multipart fields (`URLRedaction`).
     static func isSecretName(_ name: String) -> Bool {
-        let lower = name.lowercased()
-        return secretNameParts.contains { lower.contains($0) }
+        URLRedaction.isSecretName(name)
     }
 
     static func isSecretHeader(_ name: String) -> Bool {
@@ -35,10 +36,12 @@ struct Redaction: Sendable {
         for header in request.headers + hops.flatMap({ $0.requestHeaders + $0.responseHeaders }) {
             learnHeader(header)
         }
-        // Query secrets of every URL involved: the request's, each hop's, each Location.
-        let urls = [request.url] + hops.map(\.url) + hops.compactMap { $0.responseHeaders.last(named: "Location") }
-        for url in urls {
-            for (name, value) in Self.queryItems(url) where Self.isSecretName(name) { remember(value) }
+        // URL secrets of every URL involved: the request's, each hop's, each header that
+        // carries one (Location, Referer ...): userinfo passwords and secret parameters.
+        let headerURLs = (request.headers + hops.flatMap { $0.requestHeaders + $0.responseHeaders })
+            .filter { Self.urlHeaders.contains($0.name.lowercased()) }.map(\.value)
+        for url in [request.url] + hops.map(\.url) + headerURLs {
+            URLRedaction.secrets(in: url).forEach { remember($0) }
         }
         if case .bytes(let bytes) = request.body {
             if let json = try? JSONCodec.decode(bytes) { learnJSON(json) }
@@ -103,7 +106,14 @@ struct Redaction: Sendable {
     func header(_ header: HTTPHeader) -> HTTPHeader {
         guard enabled else { return header }
         if Self.isSecretHeader(header.name) { return HTTPHeader(header.name, Self.mask) }
+        if Self.urlHeaders.contains(header.name.lowercased()) { return HTTPHeader(header.name, url(header.value)) }
         return HTTPHeader(header.name, text(header.value))
+    }
+
+    /// A URL, absolute or relative: the URL rule, then every learned secret.
+    func url(_ url: String) -> String {
+        guard enabled else { return url }
+        return maskLearned(URLRedaction.redact(url))
     }
 
     func field(name: String, value: String) -> String {
@@ -111,9 +121,15 @@ struct Redaction: Sendable {
         return Self.isSecretName(name) ? Self.mask : text(value)
     }
 
-    /// Masks every learned secret value inside free text (longest first).
+    /// Free text: the URL rule for every absolute URL in it, then every learned secret
+    /// value masked (longest first).
     func text(_ text: String) -> String {
-        guard enabled, !values.isEmpty else { return text }
+        guard enabled else { return text }
+        return maskLearned(URLRedaction.redactURLs(in: text))
+    }
+
+    private func maskLearned(_ text: String) -> String {
+        guard !values.isEmpty else { return text }
         var result = text
         for value in values.sorted(by: { $0.utf8.count > $1.utf8.count }) where result.contains(value) {
             result = result.replacing(value, with: Self.mask)

@@ -12,10 +12,14 @@ final class EventLoop: @unchecked Sendable {
 
     private let epollFD: Int32
     private let wakeFD: Int32
+    /// For `runAfter`: made at start, so that a timer needs no new descriptor when the
+    /// process has none left.
+    private let timerFD: Int32
     private let queued = Locked<[@Sendable () -> Void]>([])
     private let stopped = Atomic<Bool>(false)
     // Loop thread only.
     private var handlers: [Int32: Handler] = [:]
+    private var timerBlock: (() -> Void)?
     // Filled by epoll_wait: buffers rather than arrays in stored properties, which would add
     // a dynamic exclusivity check to every wait.
     private let fds = UnsafeMutableBufferPointer<Int32>.allocate(capacity: 256)
@@ -26,8 +30,10 @@ final class EventLoop: @unchecked Sendable {
     init() throws {
         epollFD = fetchd_epoll_create()
         wakeFD = fetchd_eventfd()
-        guard epollFD >= 0, wakeFD >= 0 else { throw SystemError.last("epoll") }
+        timerFD = fetchd_timerfd()
+        guard epollFD >= 0, wakeFD >= 0, timerFD >= 0 else { throw SystemError.last("epoll") }
         fetchd_epoll_add(epollFD, wakeFD, FETCHD_EPOLLIN)
+        fetchd_epoll_add(epollFD, timerFD, FETCHD_EPOLLIN)
     }
 
     deinit {
@@ -36,6 +42,7 @@ final class EventLoop: @unchecked Sendable {
         events.deallocate()
         close(epollFD)
         close(wakeFD)
+        close(timerFD)
     }
 
     /// Readable while events wait: for the thread that drives this loop with `runReady`.
@@ -71,6 +78,13 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// Loop thread only: runs `block` on the loop thread after `milliseconds`. One timer: a
+    /// later call replaces a pending one.
+    func runAfter(milliseconds: Int, _ block: @escaping () -> Void) {
+        timerBlock = block
+        fetchd_timerfd_arm(timerFD, milliseconds)
+    }
+
     func stop() {
         stopped.store(true, ordering: .relaxed)
         execute {}
@@ -92,6 +106,12 @@ final class EventLoop: @unchecked Sendable {
                     return taken
                 }
                 for block in blocks { block() }
+            } else if fd == timerFD {
+                var expirations: UInt64 = 0
+                _ = read(timerFD, &expirations, 8)
+                let block = timerBlock
+                timerBlock = nil
+                block?()
             } else if let handler = handlers[fd] {
                 handler(events[index])
             }

@@ -17,6 +17,20 @@ final class SocketServer: Sendable {
     private let connections = Locked<[UInt64: Connection]>([:])
     private let nextID = Atomic<UInt64>(1)
     private let acceptedTotal = Atomic<Int>(0)
+    /// Whether the listening socket is open (loop thread): a paused accept re-arms only then.
+    private let listening = Atomic<Bool>(true)
+    /// Whether the listening socket is left alone after a failed accept().
+    private let acceptPaused = Atomic<Bool>(false)
+    /// When an accept() failure was last logged; whether one was and no success since.
+    private let acceptLogThrottle = Locked(LogThrottle<ContinuousClock.Instant>(interval: SocketServer.acceptLogInterval))
+    private let acceptFailureAnnounced = Atomic<Bool>(false)
+
+    /// How long the listening socket is left alone after accept() fails for want of
+    /// descriptors (EMFILE, ENFILE) or memory: the connection stays in the backlog, and
+    /// polling a socket that stays readable would spin.
+    static let acceptPauseMilliseconds = 100
+    /// Such failures are logged at most once per this interval.
+    static let acceptLogInterval = Duration.seconds(10)
 
     /// Binds the socket. A live daemon on the path is an error; a stale socket file is
     /// replaced; any other file there is left alone and is an error.
@@ -48,6 +62,7 @@ final class SocketServer: Sendable {
     func stopListening() {
         let done = DispatchSemaphore(value: 0)
         loop.execute { [self] in
+            listening.store(false, ordering: .relaxed)
             loop.unregister(listenFD)
             close(listenFD)
             done.signal()
@@ -75,10 +90,13 @@ final class SocketServer: Sendable {
         while true {
             let fd = fetchd_accept(listenFD)
             if fd < 0 {
-                if errno == EINTR { continue }
-                if errno != EAGAIN && errno != EWOULDBLOCK { log.error("accept: \(String(cString: strerror(errno)))") }
+                let code = errno
+                // ECONNABORTED: that peer gave up before we took it; the next may be there.
+                if code == EINTR || code == ECONNABORTED { continue }
+                if code != EAGAIN && code != EWOULDBLOCK { pauseAccepting(after: code) }
                 return
             }
+            noteAcceptWorks()
             guard let peer = SocketServer.peerCredentials(fd), peer.uid == getuid() || peer.uid == 0 else {
                 let who = SocketServer.peerCredentials(fd).map { "uid \($0.uid), pid \($0.pid)" } ?? "unknown peer"
                 log.warning("refused a connection from \(who): only uid \(getuid()) and root are served")
@@ -93,6 +111,8 @@ final class SocketServer: Sendable {
                 closed: { [weak self] id in
                     self?.connections.withLock { _ = $0.removeValue(forKey: id) }
                     self?.hooks.closed(id)
+                    // A descriptor is free: a paused accept need not wait for its timer.
+                    if let self, acceptPaused.load(ordering: .relaxed) { loop.execute { self.resumeAccepting() } }
                 })
             let connection = Connection(id: id, fd: fd, loop: loop, hooks: connectionHooks)
             connections.withLock { $0[id] = connection }
@@ -100,6 +120,35 @@ final class SocketServer: Sendable {
             log.debug("connection \(id) from pid \(peer.pid)")
             connection.start()
         }
+    }
+
+    /// Stops polling the listening socket until a connection closes or for a while, then
+    /// tries again; logs the failure once per `acceptLogInterval`, not once per attempt.
+    private func pauseAccepting(after code: Int32) {
+        loop.modify(listenFD, events: 0)
+        acceptPaused.store(true, ordering: .relaxed)
+        if let unlogged = acceptLogThrottle.withLock({ $0.shouldLog(at: .now) }) {
+            acceptFailureAnnounced.store(true, ordering: .relaxed)
+            let again = unlogged > 0 ? ", \(unlogged) more times since the last such line" : ""
+            log.error("accept: \(String(cString: strerror(code)))\(again) (\(connectionCount) connections, open-file limit "
+                      + "\(FileLimit.current.map(String.init) ?? "unknown")); new connections wait, retried when one "
+                      + "closes or after \(Self.acceptPauseMilliseconds) ms")
+        }
+        // The loop's own timer: no descriptor, thread or Dispatch timer needed now.
+        loop.runAfter(milliseconds: Self.acceptPauseMilliseconds) { [self] in resumeAccepting() }
+    }
+
+    /// Loop thread: polls the listening socket again, if it is paused and still open.
+    private func resumeAccepting() {
+        guard acceptPaused.exchange(false, ordering: .relaxed), listening.load(ordering: .relaxed) else { return }
+        loop.modify(listenFD, events: FETCHD_EPOLLIN)
+    }
+
+    /// Said only after a failure that was said: at most one pair of lines per interval.
+    private func noteAcceptWorks() {
+        guard acceptFailureAnnounced.load(ordering: .relaxed),
+              acceptFailureAnnounced.exchange(false, ordering: .relaxed) else { return }
+        log.notice("accepting connections again (\(connectionCount) open)")
     }
 
     struct PeerCredentials {
