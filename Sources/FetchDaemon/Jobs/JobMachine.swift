@@ -1,0 +1,182 @@
+/// A job's whole life as one state and one transition function, as curl's multi.c moves every
+/// transfer through one enum and async-http-client's RequestBag returns actions: `handle`
+/// takes an event and the clock and returns what the driver (`JobDriver`) must do. No I/O,
+/// no locks, no threads: the driver holds it under the job's lock and performs the actions
+/// after letting go of it.
+///
+/// ```
+///            begin / retryTimerFired / again(0)
+///   queued ─────────────► (attempt: the stages prepare it) ──held──► waitingForHost
+///     ▲                       │ starting                              │ released
+///     │                       ▼                                       ▼
+///     │   again(delay)     running ◄───────────────────────────── (back to the attempt)
+///   waitingToRetry ◄───────── │ attemptEnded(final)
+///                             ▼
+///                         finishing ──resultMade──► finished | failed
+///
+///   cancel: queued, waitingForHost, waitingToRetry ─► cancelled (answered at once)
+///           running ─► cancelling ─(the transfer ends)─► cancelled
+///           finishing and the ends: too late (the cancel answers false)
+/// ```
+struct JobMachine: Sendable, Equatable {
+    enum State: Equatable, Sendable {
+        /// Its next attempt is being prepared (or about to be).
+        case queued
+        /// A stage holds the attempt: the host's limits (or, later, a credential fetch).
+        case waitingForHost
+        /// An attempt is on the network.
+        case running
+        /// A cancel came while running: waiting for the transfer to stop.
+        case cancelling(CancelReason)
+        /// Until `until` on the driver's clock.
+        case waitingToRetry(until: Double)
+        /// The outcome is decided and the result is being made (a download landing).
+        case finishing
+        case finished, failed
+        case cancelled(CancelReason)
+
+        /// The name listJobs and the logs show.
+        var name: String {
+            switch self {
+            case .queued: "queued"
+            case .waitingForHost: "waitingForHost"
+            case .running: "running"
+            case .cancelling: "cancelling"
+            case .waitingToRetry: "waitingToRetry"
+            case .finishing: "finishing"
+            case .finished: "finished"
+            case .failed: "failed"
+            case .cancelled: "cancelled"
+            }
+        }
+
+        /// The version 1 contract's three states (listJobs `state`, getStatus counts).
+        var contractName: String {
+            switch self {
+            case .queued, .waitingForHost: "queued"
+            case .waitingToRetry: "waiting"
+            default: "running"
+            }
+        }
+
+        var hasEnded: Bool {
+            switch self {
+            case .finished, .failed, .cancelled: true
+            default: false
+            }
+        }
+    }
+
+    enum Event: Equatable, Sendable {
+        /// The driver starts the job.
+        case begin
+        /// A stage holds the attempt until it is released.
+        case held
+        case released
+        /// The prepared attempt is about to be handed to the engine.
+        case starting
+        /// The engine has it (a cancel that raced the hand-over is repeated now).
+        case handedOver
+        /// The stages judged the attempt: another one after `delay` seconds, or this is the
+        /// outcome. An attempt that failed before it started (a file that can't be opened)
+        /// ends the same way.
+        case attemptEnded(Decision)
+        case retryTimerFired
+        case cancel(CancelReason)
+        /// The result (or the error) of a decided outcome is made.
+        case resultMade(succeeded: Bool)
+    }
+
+    enum Decision: Equatable, Sendable {
+        case again(delay: Double, reason: String)
+        case final
+    }
+
+    enum Action: Equatable, Sendable {
+        /// Prepare the next attempt through the stages, then start it.
+        case attempt
+        /// Hand the prepared attempt to the engine.
+        case startTransfer
+        /// The prepared attempt must not start (cancelled meanwhile): undo what the stages did.
+        case abandonAttempt
+        /// Take the attempt out of the stage that holds it.
+        case stopWaiting
+        case cancelTransfer
+        /// Fire `retryTimerFired` after `delay` seconds (and tell the client, if it asked).
+        case scheduleRetry(delay: Double, attempt: Int, reason: String)
+        /// Make the result of the decided outcome.
+        case finish
+        /// Answer the job's request with -32002.
+        case answerCancelled(CancelReason)
+        /// Answer the job's request with the result made.
+        case answer
+    }
+
+    private(set) var state = State.queued
+    /// Attempts handed to the engine so far.
+    private(set) var attempts = 0
+
+    /// Moves the machine; returns the actions to perform, in order, and whether the event was
+    /// taken (a cancel answers `cancelled: true` exactly when it is).
+    mutating func handle(_ event: Event, now: Double) -> (actions: [Action], taken: Bool) {
+        switch (state, event) {
+        case (.queued, .begin), (.waitingToRetry, .retryTimerFired):
+            state = .queued
+            return ([.attempt], true)
+
+        case (.queued, .held):
+            state = .waitingForHost
+            return ([], true)
+        case (.waitingForHost, .released):
+            state = .queued
+            return ([], true)
+
+        case (.queued, .starting):
+            state = .running
+            attempts += 1
+            return ([.startTransfer], true)
+        case (.cancelled, .starting), (.cancelled, .released):
+            // Cancelled while the stages prepared it, or as the host let it go.
+            return ([.abandonAttempt], false)
+        case (.cancelled, .held):
+            return ([.stopWaiting], false)
+        case (.running, .handedOver):
+            return ([], true)
+        case (.cancelling, .handedOver):
+            return ([.cancelTransfer], true)
+
+        case (.running, .attemptEnded(.again(let delay, let reason))), (.queued, .attemptEnded(.again(let delay, let reason))):
+            guard delay > 0 else {
+                state = .queued
+                return ([.attempt], true)
+            }
+            state = .waitingToRetry(until: now + delay)
+            return ([.scheduleRetry(delay: delay, attempt: attempts + 1, reason: reason)], true)
+        case (.running, .attemptEnded(.final)), (.queued, .attemptEnded(.final)):
+            state = .finishing
+            return ([.finish], true)
+        case (.cancelling(let by), .attemptEnded):
+            state = .cancelled(by)
+            return ([.answerCancelled(by)], true)
+
+        case (.finishing, .resultMade(let succeeded)):
+            state = succeeded ? .finished : .failed
+            return ([.answer], true)
+
+        case (.queued, .cancel(let by)), (.waitingToRetry, .cancel(let by)):
+            state = .cancelled(by)
+            return ([.answerCancelled(by)], true)
+        case (.waitingForHost, .cancel(let by)):
+            state = .cancelled(by)
+            return ([.stopWaiting, .answerCancelled(by)], true)
+        case (.running, .cancel(let by)):
+            state = .cancelling(by)
+            return ([.cancelTransfer], true)
+
+        default:
+            // Too late (finishing, ended, a second cancel), or stale (a retry timer or a
+            // stage's release after a cancel): nothing to do.
+            return ([], false)
+        }
+    }
+}
