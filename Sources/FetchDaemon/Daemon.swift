@@ -20,6 +20,7 @@ public final class Daemon: Sendable {
         self.options = options
         log = Logger(minimum: options.verbose ? .debug : .notice)
         socketPath = SocketPath.resolve(flag: options.socketPath, environment: environment, uid: getuid())
+        try SocketPath.prepare(socketPath: socketPath, uid: getuid())
         engine = HTTPEngine(settings: EngineSettings(
             caFile: options.caFile, userAgent: "fetchd/\(FetchdVersion.text)", spinMicroseconds: options.spinMicroseconds))
         // Loaded before the socket exists, so the first request already sees the cookies.
