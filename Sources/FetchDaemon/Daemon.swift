@@ -25,6 +25,7 @@ public final class Daemon: Sendable {
                 : "open-file limit raised from \(limit.from) to \(limit.to) (the hard limit)")
         }
         socketPath = SocketPath.resolve(flag: options.socketPath, environment: environment, uid: getuid())
+        try SocketPath.prepare(socketPath: socketPath, uid: getuid())
         engine = HTTPEngine(settings: EngineSettings(
             caFile: options.caFile, userAgent: "fetchd/\(FetchdVersion.text)", spinMicroseconds: options.spinMicroseconds))
         // Loaded before the socket exists, so the first request already sees the cookies.

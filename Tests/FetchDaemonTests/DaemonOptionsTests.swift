@@ -7,7 +7,7 @@ final class DaemonOptionsTests: XCTestCase {
         XCTAssertEqual(SocketPath.resolve(flag: "/a.sock", environment: ["FETCHD_SOCKET": "/b"], uid: 5), "/a.sock")
         XCTAssertEqual(SocketPath.resolve(flag: nil, environment: ["FETCHD_SOCKET": "/b", "XDG_RUNTIME_DIR": "/run/user/5"], uid: 5), "/b")
         XCTAssertEqual(SocketPath.resolve(flag: nil, environment: ["XDG_RUNTIME_DIR": "/run/user/5"], uid: 5), "/run/user/5/fetchd.sock")
-        XCTAssertEqual(SocketPath.resolve(flag: nil, environment: [:], uid: 5), "/tmp/fetchd-5.sock")
+        XCTAssertEqual(SocketPath.resolve(flag: nil, environment: [:], uid: 5), "/tmp/fetchd-5/fetchd.sock")
     }
 
     func testParsesEveryOption() throws {

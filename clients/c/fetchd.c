@@ -61,6 +61,7 @@ const char *fetchd_status_string(fetchd_status status) {
     case FETCHD_ERR_NO_MEMORY: return "out of memory";
     case FETCHD_ERR_WOULD_DEADLOCK: return "blocking call from the notification callback";
     case FETCHD_ERR_TIMEOUT: return "no answer from fetchd in time";
+    case FETCHD_ERR_UNTRUSTED_PEER: return "the fetchd socket is served by another user";
     }
     return "unknown status";
 }
@@ -110,7 +111,7 @@ fetchd_status fetchd_socket_path(const char *explicit_path, char *buf, size_t si
     else if ((env = getenv("XDG_RUNTIME_DIR")) && *env)
         n = snprintf(buf, size, "%s/fetchd.sock", env);
     else
-        n = snprintf(buf, size, "/tmp/fetchd-%u.sock", (unsigned)getuid());
+        n = snprintf(buf, size, "/tmp/fetchd-%u/fetchd.sock", (unsigned)getuid());
     return (n < 0 || (size_t)n >= size) ? FETCHD_ERR_INVALID_ARGUMENT : FETCHD_OK;
 }
 
@@ -136,6 +137,22 @@ fetchd_status fetchd_connect(const char *socket_path, fetchd_client **out, fetch
         close(fd);
         return fail(err, FETCHD_ERR_CONNECT, 0, NULL, "cannot connect to fetchd at %s: %s",
                     path, strerror(e));
+    }
+    /* Nothing is sent to a listener of another user: a socket path can be taken first. */
+    struct ucred peer;
+    socklen_t peer_len = sizeof peer;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) < 0) {
+        int e = errno;
+        close(fd);
+        return fail(err, FETCHD_ERR_CONNECT, 0, NULL, "cannot read the peer of %s (SO_PEERCRED): %s",
+                    path, strerror(e));
+    }
+    if (peer.uid != getuid() && peer.uid != 0) {
+        close(fd);
+        return fail(err, FETCHD_ERR_UNTRUSTED_PEER, 0, NULL,
+                    "refusing fetchd at %s: the socket is served by uid %u (pid %d), not by this "
+                    "user (uid %u) or root; nothing was sent", path, (unsigned)peer.uid,
+                    (int)peer.pid, (unsigned)getuid());
     }
 
     fetchd_client *c = calloc(1, sizeof *c);

@@ -57,7 +57,9 @@ typedef enum fetchd_status {
     FETCHD_ERR_INVALID_ARGUMENT = 6,/* a NULL or malformed argument */
     FETCHD_ERR_NO_MEMORY = 7,
     FETCHD_ERR_WOULD_DEADLOCK = 8,  /* a blocking call from the notification callback */
-    FETCHD_ERR_TIMEOUT = 9          /* no answer within the client's timeout */
+    FETCHD_ERR_TIMEOUT = 9,         /* no answer within the client's timeout */
+    FETCHD_ERR_UNTRUSTED_PEER = 10  /* the socket is served by another user (not ours, not
+                                     * root): nothing was sent; see fetchd_connect */
 } fetchd_status;
 
 /* The JSON-RPC error codes fetchd answers with (fetchd_error.code when FETCHD_ERR_RPC). */
@@ -103,12 +105,17 @@ typedef struct fetchd_client fetchd_client;
 typedef void (*fetchd_notification_fn)(const char *method, json_t *params, void *user_data);
 
 /* Writes the socket path by the daemon's rules into buf (size bytes): explicit if not NULL,
- * else $FETCHD_SOCKET, else $XDG_RUNTIME_DIR/fetchd.sock, else /tmp/fetchd-<uid>.sock.
+ * else $FETCHD_SOCKET, else $XDG_RUNTIME_DIR/fetchd.sock, else /tmp/fetchd-<uid>/fetchd.sock
+ * (a directory the daemon creates with mode 0700).
  * Returns FETCHD_OK, or FETCHD_ERR_INVALID_ARGUMENT when buf is too small. */
 fetchd_status fetchd_socket_path(const char *explicit_path, char *buf, size_t size);
 
 /* Connects to the daemon at socket_path (NULL: by the rules of fetchd_socket_path) and
- * starts the client's reader thread. On success *out is a client to fetchd_close(). */
+ * starts the client's reader thread. On success *out is a client to fetchd_close().
+ * Before anything is sent, the listening process's uid is read with SO_PEERCRED: unless it
+ * is this process's uid or root (0), the connection is closed and FETCHD_ERR_UNTRUSTED_PEER
+ * returned, with a message naming the socket and the owner's uid (someone else may have
+ * taken the socket path first). FETCHD_ERR_CONNECT: no daemon could be reached. */
 fetchd_status fetchd_connect(const char *socket_path, fetchd_client **out, fetchd_error *err);
 
 /* Closes the connection, stops the reader thread and frees the client. The daemon cancels

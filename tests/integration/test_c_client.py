@@ -8,6 +8,7 @@ import subprocess
 import tempfile
 import unittest
 
+from foreign import IS_ROOT, NOBODY, ForeignListener, clean_env, fallback_daemon, run_as, spare_fallback, taken_fallback
 from harness import REPO, Daemon, closed_port, servers
 
 CDIR = os.path.join(REPO, "clients", "c")
@@ -33,6 +34,7 @@ class TestCClient(unittest.TestCase):
         cls.srv = servers()
         cls.build = tempfile.mkdtemp(prefix="fetchd-cclient-")
         _make(f"O={cls.build}", "all", "test-program")
+        os.chmod(cls.build, 0o755)   # other uids run the programs too (TestCClient.test_peer_*)
         cls.daemon = Daemon().start()
 
     @classmethod
@@ -110,6 +112,49 @@ class TestCClient(unittest.TestCase):
             self.assertTrue(r.stdout.startswith("status: 200\n"), r.stdout)
         finally:
             shutil.rmtree(prefix, ignore_errors=True)
+
+    # The listener's uid (SO_PEERCRED) must be ours or root's, before anything is sent.
+    def peer_dir(self):
+        d = tempfile.mkdtemp(prefix="fetchd-cpeer-")
+        os.chmod(d, 0o755)
+        self.addCleanup(shutil.rmtree, d, True)
+        return d
+
+    @unittest.skipUnless(IS_ROOT, "needs root to run listeners and clients as other uids")
+    def test_peer_of_another_user_refused(self):
+        path = os.path.join(self.peer_dir(), "fetchd.sock")
+        with ForeignListener(path, uid=NOBODY) as fake:
+            r = self.run_program([os.path.join(self.build, "tests", "test_fetchd"), "--peer", path, "refused", str(NOBODY)],
+                                 timeout=30)
+        self.assert_passed(r, "test_fetchd --peer refused")
+        self.assertEqual(fake.received, {"accepted": 2, "bytes": 0}, "the client sent something")
+
+    @unittest.skipUnless(IS_ROOT, "needs root to run listeners and clients as other uids")
+    def test_peer_default_path_taken_by_another_user(self):
+        uid = spare_fallback(self)
+        with taken_fallback(uid) as fake:
+            r = run_as(uid, [os.path.join(self.build, "example"), self.srv.test_url + "/json"], env=clean_env(), timeout=30)
+        err = r.stderr.decode(errors="replace")
+        self.assertEqual(r.returncode, 3, err)
+        self.assertIn(f"refusing fetchd at /tmp/fetchd-{uid}/fetchd.sock: the socket is served by uid {NOBODY}", err)
+        self.assertIn("nothing was sent", err)
+        self.assertEqual(fake.received, {"accepted": 1, "bytes": 0}, "the client sent something")
+
+    @unittest.skipUnless(IS_ROOT, "needs root to run listeners and clients as other uids")
+    def test_peer_root_trusted_by_another_user(self):
+        path = os.path.join(self.peer_dir(), "fetchd.sock")
+        with ForeignListener(path, uid=0) as fake:
+            r = run_as(NOBODY, [os.path.join(self.build, "tests", "test_fetchd"), "--peer", path, "trusted"], env=clean_env(),
+                       text=True)
+        self.assert_passed(r, "test_fetchd --peer trusted (as nobody)")
+        self.assertGreater(fake.received["bytes"], 0)
+
+    @unittest.skipUnless(IS_ROOT, "needs root to run the daemon as a spare uid")
+    def test_peer_own_daemon_on_the_default_path(self):
+        uid = spare_fallback(self)
+        with fallback_daemon(uid):
+            r = run_as(uid, [os.path.join(self.build, "example"), self.srv.test_url + "/json"], env=clean_env(), timeout=30)
+        self.assertEqual((r.returncode, r.stdout), (0, b'status: 200\n{"hello": "world", "n": [1, 2, 3]}'), r.stderr)
 
 
 if __name__ == "__main__":

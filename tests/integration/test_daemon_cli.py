@@ -5,6 +5,7 @@ import tempfile
 import time
 import unittest
 
+from foreign import IS_ROOT, fallback_daemon, remove_fallback_dir, spare_fallback
 from harness import Daemon, run_fetchd, servers
 
 
@@ -87,22 +88,19 @@ class TestSocketPathRules(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
     def test_default_tmp_path(self):
-        path = f"/tmp/fetchd-{os.getuid()}.sock"
-        if os.path.exists(path):
-            self.skipTest(f"{path} exists (a real daemon may be running there)")
-        env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "FETCHD_SOCKET")}
-        d = Daemon(pass_socket=False, socket_path=path)
-        d.env = None
-        saved = dict(os.environ)
+        # /tmp/fetchd-<uid>/fetchd.sock. As root, run as a spare uid, so that a real daemon on
+        # root's own default path is never touched (test_socket.TestFallbackDirectory has the rest).
+        if IS_ROOT:
+            uid = spare_fallback(self)
+        else:
+            uid = os.getuid()
+            if os.path.lexists(f"/tmp/fetchd-{uid}"):
+                self.skipTest(f"/tmp/fetchd-{uid} exists (a real daemon may be running there)")
+            self.addCleanup(remove_fallback_dir, uid)
+        d = fallback_daemon(uid)
         try:
-            os.environ.clear()
-            os.environ.update(env)
             d.start()
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
-        try:
-            self._check(d, path)
+            self._check(d, f"/tmp/fetchd-{uid}/fetchd.sock")
         finally:
             d.close()
 

@@ -2,12 +2,14 @@
 byte-exact bodies, curl-style options reaching the server as sent, exit codes, Ctrl-C cancel."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
 import unittest
 
+from foreign import IS_ROOT, NOBODY, ForeignListener, clean_env, fallback_daemon, run_as, spare_fallback, taken_fallback
 from harness import REPO, Daemon, DaemonTestCase, big_bin, header_values, wait_for, INDEX_HTML, SMALL_TXT
 
 FETCHCTL = os.path.join(REPO, "clients", "fetchctl")
@@ -262,7 +264,81 @@ class TestFetchctlSocketPath(FetchctlCase):
         env = {k: "" for k in ("FETCHD_SOCKET", "XDG_RUNTIME_DIR")}
         r = self.ctl("ping", socket_path="", env=env)
         if r.returncode == 3:
-            self.assertIn(f"/tmp/fetchd-{os.getuid()}.sock".encode(), r.stderr)
+            self.assertIn(f"/tmp/fetchd-{os.getuid()}/fetchd.sock".encode(), r.stderr)
+
+
+@unittest.skipUnless(IS_ROOT, "needs root to run listeners and fetchctl as other uids")
+class TestFetchctlSocketOwner(unittest.TestCase):
+    """fetchctl sends nothing to a socket of another user (issue 25, item 6). socat cannot read
+    SO_PEERCRED, so fetchctl checks the path: the socket and every directory on it must be
+    this user's or root's, and no directory writable by others unless it is sticky."""
+
+    SECRET = ["fetch", "http://127.0.0.1:1/", "-H", "Authorization: Bearer secret-token"]
+
+    def ctl(self, uid, *args, env=None):
+        return run_as(uid, [FETCHCTL, *args], env=env or clean_env(), timeout=30)
+
+    def directory(self, mode=0o755, owner=0):
+        d = tempfile.mkdtemp(prefix="fetchd-owner-")
+        self.addCleanup(shutil.rmtree, d, True)
+        os.chown(d, owner, owner)
+        os.chmod(d, mode)
+        return d
+
+    def assert_refused(self, r, fake, *words):
+        err = r.stderr.decode(errors="replace")
+        self.assertEqual(r.returncode, 3, err)
+        self.assertIn("refusing fetchd at", err)
+        for w in words:
+            self.assertIn(w, err)
+        self.assertIn("nothing was sent", err)
+        self.assertEqual(fake.received, {"accepted": 0, "bytes": 0}, "fetchctl connected to it")
+
+    def test_socket_of_another_user_refused(self):
+        path = os.path.join(self.directory(), "fetchd.sock")
+        with ForeignListener(path, uid=NOBODY) as fake:
+            r = self.ctl(0, "--socket", path, *self.SECRET)
+        self.assert_refused(r, fake, path, f"the socket is owned by uid {NOBODY}, not by this user (uid 0)")
+
+    def test_symbolic_link_to_another_users_socket_refused(self):
+        path = os.path.join(self.directory(), "fetchd.sock")
+        link = os.path.join(self.directory(), "link.sock")
+        os.symlink(path, link)
+        with ForeignListener(path, uid=NOBODY) as fake:
+            r = self.ctl(0, "--socket", link, *self.SECRET)
+        self.assert_refused(r, fake, link, f"owned by uid {NOBODY}")
+
+    def test_default_path_taken_by_another_user(self):
+        uid = spare_fallback(self)
+        with taken_fallback(uid) as fake:
+            r = self.ctl(uid, *self.SECRET)
+        self.assert_refused(r, fake, f"/tmp/fetchd-{uid}/fetchd.sock",
+                            f"its directory /tmp/fetchd-{uid} is owned by uid {NOBODY}, not by this user (uid {uid})")
+
+    def test_directory_others_may_write_refused_unless_sticky(self):
+        for mode, refused in ((0o777, True), (0o775, True), (0o1777, False)):
+            with self.subTest(mode=oct(mode)):
+                path = os.path.join(self.directory(mode=mode), "fetchd.sock")
+                with ForeignListener(path, uid=0) as fake:   # root's: only the path is wrong
+                    r = self.ctl(0, "--socket", path, "ping")
+                if refused:
+                    self.assert_refused(r, fake, f"writable by group or others (mode {mode:o}, not sticky)")
+                else:
+                    self.assertEqual((r.returncode, r.stdout), (0, b"pong\n"), r.stderr)
+                    self.assertGreater(fake.received["bytes"], 0)
+
+    def test_non_root_fetchctl_trusts_root(self):
+        path = os.path.join(self.directory(), "fetchd.sock")
+        with ForeignListener(path, uid=0) as fake:
+            r = self.ctl(NOBODY, "--socket", path, "ping")
+        self.assertEqual((r.returncode, r.stdout), (0, b"pong\n"), r.stderr)
+        self.assertGreater(fake.received["bytes"], 0)
+
+    def test_own_daemon_on_the_default_path(self):
+        uid = spare_fallback(self)
+        with fallback_daemon(uid):
+            r = self.ctl(uid, "ping")
+        self.assertEqual((r.returncode, r.stdout), (0, b"pong\n"), r.stderr)
 
 
 class TestFetchctlProgressAndCancel(FetchctlCase):

@@ -6,11 +6,14 @@ the same tests run as soon as the daemon has them.
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
 import unittest
 
+from foreign import (IS_ROOT, NOBODY, PYTHON, ForeignListener, clean_env, fallback_daemon, run_as,
+                     spare_fallback, taken_fallback)
 from harness import Daemon, closed_port, servers, testserver, wait_for
 from jobhelpers import key
 
@@ -21,7 +24,7 @@ sys.path.insert(0, os.path.join(REPO, "clients", "python"))
 import fetchd_client  # noqa: E402
 from fetchd_client import (Cancelled, Client, ConnectError, ConnectionClosed, FetchdError,  # noqa: E402
                            FileError, InvalidParams, MethodNotFound, NotAllowed, RPCError,
-                           Timeout, TransportError, default_socket_path)
+                           Timeout, TransportError, UntrustedPeer, default_socket_path)
 
 
 class ClientTestCase(unittest.TestCase):
@@ -76,7 +79,7 @@ class TestBasics(ClientTestCase):
             del os.environ["FETCHD_SOCKET"]
             self.assertEqual(default_socket_path(), "/run/user/7/fetchd.sock")
             del os.environ["XDG_RUNTIME_DIR"]
-            self.assertEqual(default_socket_path(), f"/tmp/fetchd-{os.getuid()}.sock")
+            self.assertEqual(default_socket_path(), f"/tmp/fetchd-{os.getuid()}/fetchd.sock")
             os.environ["FETCHD_SOCKET"] = self.daemon.socket_path
             with Client() as c:
                 self.assertEqual(c.socket_path, self.daemon.socket_path)
@@ -451,6 +454,79 @@ class TestNewerMethods(ClientTestCase):
             self.assertNotIn("Bearer secret", text)
         finally:
             self.assertEqual(self.c.set_logging(False)["enabled"], False)
+
+
+@unittest.skipUnless(IS_ROOT, "needs root to run listeners and clients as other uids")
+class TestPeerUid(unittest.TestCase):
+    """The client reads the listener's uid (SO_PEERCRED) before sending anything: it must be
+    the client's own or root's (issue 25, item 6)."""
+
+    #: Run as another uid: connect by the default rules (or argv[1]), ping, print the outcome.
+    PROBE = (
+        "import json, sys\n"
+        "from fetchd_client import Client, ConnectionClosed, UntrustedPeer\n"
+        "try:\n"
+        "    with Client(sys.argv[1] if len(sys.argv) > 1 else None, rpc_timeout=10) as c:\n"
+        "        out = {'ping': c.ping()}\n"
+        "except UntrustedPeer as e:\n"
+        "    out = {'refused': str(e), 'socket_path': e.socket_path, 'peer_uid': e.peer_uid}\n"
+        "except ConnectionClosed as e:\n"
+        "    out = {'closed': str(e)}\n"
+        "print(json.dumps(out))\n")
+
+    def probe(self, uid, *argv):
+        env = clean_env(PYTHONPATH=os.path.join(REPO, "clients", "python"))
+        r = run_as(uid, [PYTHON, "-c", self.PROBE, *argv], env=env, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr.decode())
+        return json.loads(r.stdout)
+
+    def root_dir(self):
+        d = tempfile.mkdtemp(prefix="fetchd-peer-")
+        os.chmod(d, 0o755)
+        self.addCleanup(shutil.rmtree, d, True)
+        return d
+
+    def test_root_client_refuses_another_users_listener(self):
+        path = os.path.join(self.root_dir(), "fetchd.sock")
+        with ForeignListener(path, uid=NOBODY) as fake:
+            with self.assertRaises(UntrustedPeer) as cm:
+                Client(path)
+        e = cm.exception
+        self.assertIsInstance(e, ConnectError)
+        self.assertEqual((e.socket_path, e.peer_uid), (path, NOBODY))
+        self.assertIn(path, str(e))
+        self.assertIn(f"uid {NOBODY} ", str(e))
+        self.assertEqual(fake.received, {"accepted": 1, "bytes": 0}, "the client sent something")
+
+    def test_root_owned_socket_file_does_not_matter(self):
+        # The kernel's uid of the listener counts, not the file's owner.
+        path = os.path.join(self.root_dir(), "fetchd.sock")
+        with ForeignListener(path, uid=NOBODY, chown=False) as fake:
+            self.assertEqual(os.stat(path).st_uid, 0)
+            with self.assertRaises(UntrustedPeer):
+                Client(path)
+        self.assertEqual(fake.received["bytes"], 0)
+
+    def test_default_path_taken_by_another_user(self):
+        uid = spare_fallback(self)
+        with taken_fallback(uid) as fake:
+            out = self.probe(uid)
+        self.assertEqual(out.get("socket_path"), f"/tmp/fetchd-{uid}/fetchd.sock", out)
+        self.assertEqual(out.get("peer_uid"), NOBODY, out)
+        self.assertIn(f"not by this user (uid {uid}) or root", out["refused"])
+        self.assertEqual(fake.received, {"accepted": 1, "bytes": 0}, "the client sent something")
+
+    def test_non_root_client_trusts_a_root_listener(self):
+        path = os.path.join(self.root_dir(), "fetchd.sock")
+        with ForeignListener(path, uid=0) as fake:
+            out = self.probe(NOBODY, path)
+        self.assertEqual(out, {"ping": "pong"})
+        self.assertGreater(fake.received["bytes"], 0)
+
+    def test_own_daemon_on_the_default_path(self):
+        uid = spare_fallback(self)
+        with fallback_daemon(uid):
+            self.assertEqual(self.probe(uid), {"ping": "pong"})
 
 
 if __name__ == "__main__":

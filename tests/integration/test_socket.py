@@ -1,5 +1,6 @@
 """The socket server: mode 0600, stale socket replaced, a live daemon refused, shutdown by
-signal, many clients at once, a slow reader blocks nobody, other uids refused, no fd leaks."""
+signal, many clients at once, a slow reader blocks nobody, other uids refused, no fd leaks;
+the fallback directory /tmp/fetchd-<uid> created 0700, and refused when it is not safe."""
 import base64
 import json
 import os
@@ -12,7 +13,8 @@ import sys
 import tempfile
 import unittest
 
-from harness import Daemon, RPCError, run_fetchd, servers, wait_for
+from foreign import IS_ROOT, NOBODY, clean_env, fallback_daemon, run_as, spare_fallback, taken_fallback
+from harness import FETCHD_BIN, Daemon, RPCError, run_fetchd, servers, wait_for
 
 
 class TestSocketFile(unittest.TestCase):
@@ -232,6 +234,83 @@ class TestPeerCredentials(unittest.TestCase):
             self.assertNotIn("timeout", out, "a peer with another uid was left hanging instead of closed")
             with d.client() as c:
                 self.assertEqual(c.call("ping"), "pong")
+
+
+@unittest.skipUnless(IS_ROOT, "needs root to run the daemon as a spare uid")
+class TestFallbackDirectory(unittest.TestCase):
+    """With no --socket, $FETCHD_SOCKET or $XDG_RUNTIME_DIR the socket is
+    /tmp/fetchd-<uid>/fetchd.sock. The daemon runs as a spare uid, so a real daemon on root's
+    own default path is never touched."""
+
+    def setUp(self):
+        self.uid = spare_fallback(self)
+        self.dir = f"/tmp/fetchd-{self.uid}"
+        self.sock = os.path.join(self.dir, "fetchd.sock")
+
+    def refused(self, *reason):
+        r = run_as(self.uid, [FETCHD_BIN], env=clean_env(), timeout=20)
+        err = r.stderr.decode(errors="replace")
+        self.assertEqual(r.returncode, 1, f"exit {r.returncode}; stderr: {err}")
+        self.assertIn(self.dir, err)
+        for words in reason:
+            self.assertIn(words, err)
+        self.assertLess(len(err.strip().splitlines()), 3, f"expected a short clear message: {err!r}")
+        return err
+
+    def test_directory_created_0700_with_the_socket_inside(self):
+        for run in ("missing", "left from the last run"):
+            with self.subTest(run=run):
+                d = fallback_daemon(self.uid)
+                try:
+                    d.start()
+                    st = os.lstat(self.dir)
+                    self.assertTrue(stat.S_ISDIR(st.st_mode))
+                    self.assertEqual((stat.S_IMODE(st.st_mode), st.st_uid), (0o700, self.uid))
+                    st = os.lstat(self.sock)
+                    self.assertTrue(stat.S_ISSOCK(st.st_mode))
+                    self.assertEqual((stat.S_IMODE(st.st_mode), st.st_uid), (0o600, self.uid))
+                    with d.client() as c:   # root is served by every daemon
+                        self.assertEqual(c.call("ping"), "pong")
+                    self.assertEqual(d.stop(), 0)
+                    self.assertFalse(os.path.lexists(self.sock))
+                    self.assertTrue(os.path.isdir(self.dir), "the directory is kept for the next start")
+                finally:
+                    d.close()
+
+    def test_symbolic_link_refused_even_to_a_good_directory(self):
+        target = tempfile.mkdtemp(prefix="fetchd-linked-")
+        self.addCleanup(shutil.rmtree, target, True)
+        os.chown(target, self.uid, self.uid)
+        os.symlink(target, self.dir)
+        self.refused("symbolic link")
+        self.assertEqual(os.listdir(target), [], "something was created through the link")
+        self.assertTrue(os.path.islink(self.dir))
+
+    def test_file_refused(self):
+        with open(self.dir, "w") as f:
+            f.write("not a directory\n")
+        os.chown(self.dir, self.uid, self.uid)
+        self.refused("not a directory")
+
+    def test_open_modes_refused(self):
+        os.mkdir(self.dir)
+        os.chown(self.dir, self.uid, self.uid)
+        for mode in (0o777, 0o1777, 0o755, 0o750, 0o701):
+            with self.subTest(mode=oct(mode)):
+                os.chmod(self.dir, mode)
+                self.refused(f"mode 0{mode:o}", "must be 0700")
+                self.assertEqual(os.listdir(self.dir), [])
+
+    def test_another_users_directory_refused(self):
+        os.mkdir(self.dir, 0o700)
+        os.chown(self.dir, NOBODY, NOBODY)
+        self.refused(f"owned by uid {NOBODY}, not by uid {self.uid}")
+
+    def test_taken_by_another_user_with_a_listener(self):
+        # The reproduction of issue 25: another user made the path first and listens on it.
+        with taken_fallback(self.uid) as fake:
+            self.refused(f"owned by uid {NOBODY}")
+        self.assertEqual(fake.received, {"accepted": 0, "bytes": 0})
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ public struct DaemonOptions: Sendable, Equatable {
     }
 
     private static let table: [Option] = [
-        Option(name: "--socket", argument: "PATH", help: "Unix socket to listen on (default: $FETCHD_SOCKET, $XDG_RUNTIME_DIR/fetchd.sock, /tmp/fetchd-<uid>.sock)") { o, v throws(UsageError) in
+        Option(name: "--socket", argument: "PATH", help: "Unix socket to listen on (default: $FETCHD_SOCKET, $XDG_RUNTIME_DIR/fetchd.sock, /tmp/fetchd-<uid>/fetchd.sock)") { o, v throws(UsageError) in
             o.socketPath = try absolutePath(v, option: "--socket")
         },
         Option(name: "--ca-file", argument: "PATH", help: "CA bundle for TLS verification instead of the system store") { o, v throws(UsageError) in

@@ -1,6 +1,7 @@
 /* Tests for libfetchd against a real daemon and the integration test server.
  *
  *   tests/test_fetchd SOCKET TEST_SERVER_URL CLOSED_PORT TMPDIR
+ *   tests/test_fetchd --peer SOCKET refused OWNER_UID | --peer SOCKET trusted   (who listens)
  *
  * Prints one line per check that fails and "c-client: N checks, N failed, N skipped" at the
  * end; exits 1 on any failure. Run by tests/integration/test_c_client.py under valgrind or
@@ -82,7 +83,7 @@ static void test_socket_path_and_connect_errors(void) {
     CHECK(fetchd_socket_path(NULL, buf, sizeof buf) == FETCHD_OK && !strcmp(buf, "/run/user/7/fetchd.sock"), "%s", buf);
     unsetenv("XDG_RUNTIME_DIR");
     char want[64];
-    snprintf(want, sizeof want, "/tmp/fetchd-%u.sock", (unsigned)getuid());
+    snprintf(want, sizeof want, "/tmp/fetchd-%u/fetchd.sock", (unsigned)getuid());
     CHECK(fetchd_socket_path(NULL, buf, sizeof buf) == FETCHD_OK && !strcmp(buf, want), "%s", buf);
     CHECK(fetchd_socket_path(NULL, buf, 4) == FETCHD_ERR_INVALID_ARGUMENT, "short buffer");
 
@@ -422,7 +423,43 @@ static void test_download(fetchd_client *c) {
     fetchd_error_clear(&err);
 }
 
+/* --peer SOCKET refused OWNER_UID: SOCKET is served by OWNER_UID, neither ours nor root, and
+ * fetchd_connect refuses it, naming the socket and the uid (the test that runs this checks
+ * that nothing reached the listener). --peer SOCKET trusted: it is served by root or by us,
+ * and a ping goes through. */
+static int test_peer(const char *path, const char *expect, const char *owner) {
+    fetchd_client *c = (fetchd_client *)1;
+    fetchd_error err = {0};
+    if (!strcmp(expect, "trusted")) {
+        CHECK(fetchd_connect(path, &c, &err) == FETCHD_OK, "%s", err.message ? err.message : "(null)");
+        if (c) {
+            CHECK(fetchd_ping(c, &err) == FETCHD_OK, "%s", err.message ? err.message : "(null)");
+            fetchd_close(c);
+        }
+    } else {
+        CHECK(fetchd_connect(path, &c, &err) == FETCHD_ERR_UNTRUSTED_PEER, "%s", err.message ? err.message : "(null)");
+        CHECK(c == NULL && err.status == FETCHD_ERR_UNTRUSTED_PEER, "status %d", (int)err.status);
+        char uid_text[64];
+        snprintf(uid_text, sizeof uid_text, "uid %s ", owner ? owner : "?");
+        CHECK(err.message && strstr(err.message, path) && strstr(err.message, uid_text),
+              "%s", err.message ? err.message : "(null)");
+        CHECK(strcmp(fetchd_status_string(FETCHD_ERR_UNTRUSTED_PEER), "unknown status") != 0, "status string");
+        fetchd_error_clear(&err);
+        /* the same through $FETCHD_SOCKET */
+        setenv("FETCHD_SOCKET", path, 1);
+        c = NULL;
+        CHECK(fetchd_connect(NULL, &c, &err) == FETCHD_ERR_UNTRUSTED_PEER, "via $FETCHD_SOCKET");
+        CHECK(c == NULL, "no client");
+        unsetenv("FETCHD_SOCKET");
+    }
+    fetchd_error_clear(&err);
+    printf("c-client: %d checks, %d failed, %d skipped\n", checks, failures, skipped);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 4 && argc <= 5 && !strcmp(argv[1], "--peer"))
+        return test_peer(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
     if (argc != 5) {
         fprintf(stderr, "usage: %s SOCKET TEST_SERVER_URL CLOSED_PORT TMPDIR\n", argv[0]);
         return 2;

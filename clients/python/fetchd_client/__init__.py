@@ -11,13 +11,13 @@ from .client import UNSET, Client, Response, default_socket_path
 from .errors import (Cancelled, ConnectError, ConnectionClosed, FetchdError, FileError,
                      InternalError, InvalidParams, InvalidRequest, MessageTooLarge,
                      MethodNotFound, NotAllowed, Overloaded, ParseError, RPCError, Timeout,
-                     TransportError, error_from_answer)
+                     TransportError, UntrustedPeer, error_from_answer)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Response", "default_socket_path", "UNSET",
-    "FetchdError", "ConnectError", "ConnectionClosed", "Timeout", "RPCError",
+    "FetchdError", "ConnectError", "UntrustedPeer", "ConnectionClosed", "Timeout", "RPCError",
     "ParseError", "InvalidRequest", "MethodNotFound", "InvalidParams", "InternalError",
     "TransportError", "Cancelled", "FileError", "NotAllowed", "Overloaded", "MessageTooLarge",
     "error_from_answer",

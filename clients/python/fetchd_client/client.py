@@ -21,13 +21,14 @@ import logging
 import os
 import queue
 import socket
+import struct
 import threading
 import time
 import uuid
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from .errors import (ConnectError, ConnectionClosed, FetchdError, RPCError, Timeout,
-                     error_from_answer)
+                     UntrustedPeer, error_from_answer)
 
 __all__ = ["Client", "Response", "default_socket_path", "UNSET"]
 
@@ -56,7 +57,8 @@ _READ_CHUNK = 1 << 20
 
 def default_socket_path(socket_path: Optional[PathLike] = None) -> str:
     """The socket path by the daemon's rules: the argument, else ``$FETCHD_SOCKET``, else
-    ``$XDG_RUNTIME_DIR/fetchd.sock``, else ``/tmp/fetchd-<uid>.sock``."""
+    ``$XDG_RUNTIME_DIR/fetchd.sock``, else ``/tmp/fetchd-<uid>/fetchd.sock`` (a directory
+    the daemon creates with mode 0700)."""
     if socket_path:
         return os.fspath(socket_path)
     env = os.environ.get("FETCHD_SOCKET")
@@ -65,7 +67,23 @@ def default_socket_path(socket_path: Optional[PathLike] = None) -> str:
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg:
         return os.path.join(xdg, "fetchd.sock")
-    return f"/tmp/fetchd-{os.getuid()}.sock"
+    return f"/tmp/fetchd-{os.getuid()}/fetchd.sock"
+
+
+#: struct ucred: pid_t pid; uid_t uid; gid_t gid.
+_UCRED = struct.Struct("=iII")
+
+
+def _check_peer(sock: socket.socket, socket_path: str) -> None:
+    """Raises UntrustedPeer unless the process listening on ``sock`` runs as this process's
+    uid or as root (SO_PEERCRED: the kernel's word, not the peer's). Called before anything
+    is sent: a socket path someone else took first must not receive the requests."""
+    pid, uid, _ = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+    me = os.getuid()
+    if uid not in (me, 0):
+        raise UntrustedPeer(f"refusing fetchd at {socket_path}: the socket is served by uid {uid} "
+                            f"(pid {pid}), not by this user (uid {me}) or root; nothing was sent",
+                            socket_path, uid, pid)
 
 
 def _camel(name: str) -> str:
@@ -159,7 +177,9 @@ class Client:
     ``on_notification``: called on the reader thread with every notification not routed to a
     waiting call's callbacks.
 
-    Raises :class:`ConnectError` when the daemon cannot be reached.
+    Raises :class:`ConnectError` when the daemon cannot be reached, and its subclass
+    :class:`UntrustedPeer` (before sending anything) when the socket is served by another
+    user than this process's or root.
     """
 
     def __init__(self, socket_path: Optional[PathLike] = None, *,
@@ -179,10 +199,14 @@ class Client:
             sock.settimeout(connect_timeout)
             sock.connect(self.socket_path)
             sock.settimeout(None)
+            _check_peer(sock, self.socket_path)
         except OSError as e:
             sock.close()
             raise ConnectError(f"cannot connect to fetchd at {self.socket_path}: "
                                f"{e.strerror or e}", self.socket_path) from e
+        except BaseException:
+            sock.close()
+            raise
         self._sock = sock
         self._reader = threading.Thread(target=self._read_loop, name="fetchd-client-reader",
                                         daemon=True)

@@ -2,15 +2,15 @@
 
 Every exception is a :class:`FetchdError`. Errors the daemon answered with are
 :class:`RPCError` subclasses chosen by the JSON-RPC code (see ``docs/clients.md`` and the
-protocol's error table); problems on this side of the socket are :class:`ConnectError`,
-:class:`ConnectionClosed` and :class:`Timeout`.
+protocol's error table); problems on this side of the socket are :class:`ConnectError` (and its
+:class:`UntrustedPeer`), :class:`ConnectionClosed` and :class:`Timeout`.
 
 An HTTP status is never an exception: a 404 comes back as a normal result.
 """
 from typing import Any, Dict, Optional, Type
 
 __all__ = [
-    "FetchdError", "ConnectError", "ConnectionClosed", "Timeout", "RPCError",
+    "FetchdError", "ConnectError", "UntrustedPeer", "ConnectionClosed", "Timeout", "RPCError",
     "ParseError", "InvalidRequest", "MethodNotFound", "InvalidParams", "InternalError",
     "TransportError", "Cancelled", "FileError", "NotAllowed", "Overloaded", "MessageTooLarge",
     "error_from_answer",
@@ -48,6 +48,18 @@ class ConnectError(FetchdError):
     def __init__(self, message: str, socket_path: str):
         super().__init__(message)
         self.socket_path = socket_path
+
+
+class UntrustedPeer(ConnectError):
+    """The socket is served by a process of another user: its uid (``peer_uid``, from
+    SO_PEERCRED, with ``peer_pid``) is neither this process's uid nor root's. Nothing was sent
+    on the connection; it is closed. Someone else may have taken the socket path first (see
+    ``docs/clients.md``). fetchctl refuses such a socket with exit code 3 too."""
+
+    def __init__(self, message: str, socket_path: str, peer_uid: int, peer_pid: int):
+        super().__init__(message, socket_path)
+        self.peer_uid = peer_uid
+        self.peer_pid = peer_pid
 
 
 class ConnectionClosed(FetchdError):
