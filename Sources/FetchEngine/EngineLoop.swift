@@ -175,6 +175,8 @@ final class EngineLoop: @unchecked Sendable {
             } else if code == CURLE_WRITE_ERROR && transfer.bodyTooLarge {
                 let limit = transfer.request.maxBodyBytes
                 end(transfer, .failure(TransferError(.bodyTooLarge, "the body is larger than maxBodyBytes (\(limit))")))
+            } else if let tooLarge = TransferError.headersTooLarge(code: code, transfer) {
+                end(transfer, .failure(tooLarge))
             } else {
                 end(transfer, .failure(TransferError.from(code: code, detail: transfer.errorText)))
             }

@@ -13,6 +13,8 @@ public struct RequestURL: Sendable, Equatable {
     }
 
     public init(_ text: String) throws(Problem) {
+        // libcurl reads the text as a C string: a NUL would end the URL there, unseen.
+        guard !text.utf8.contains(0) else { throw .malformed("contains NUL") }
         guard let handle = curl_url() else { throw .malformed("out of memory") }
         defer { curl_url_cleanup(handle) }
         let status = curl_url_set(handle, CURLUPART_URL, text, 0)

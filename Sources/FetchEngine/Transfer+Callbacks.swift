@@ -39,6 +39,11 @@ let transferHeaderCallback: fetchd_data_cb = { data, size, count, user in
     let t = transfer(user)
     let length = size * count
     guard let data else { return length }
+    t.responseHeaderBytes += length
+    if t.responseHeaderBytes > HTTPLimits.responseHeaderBytes {
+        t.responseHeadersTooLarge = true
+        return 0  // makes libcurl stop with CURLE_WRITE_ERROR, before its own limit does
+    }
     // Parsed as bytes, with contiguous-buffer fast paths: this runs for every header of
     // every response.
     let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: length)
@@ -48,6 +53,7 @@ let transferHeaderCallback: fetchd_data_cb = { data, size, count, user in
        bytes[3] == UInt8(ascii: "P"), bytes[4] == UInt8(ascii: "/") {
         // A new response begins (a redirect hop or an interim 1xx): keep only the last.
         t.responseHeaders.removeAll(keepingCapacity: true)
+        t.readingHeaders = true
         t.recorder?.statusReceived(String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<end]), as: UTF8.self))
     } else if end > 0, let found = memchr(bytes.baseAddress!, Int32(UInt8(ascii: ":")), end) {
         let colon = UnsafeRawPointer(found) - UnsafeRawPointer(bytes.baseAddress!)
@@ -59,6 +65,8 @@ let transferHeaderCallback: fetchd_data_cb = { data, size, count, user in
                                 String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<stop]), as: UTF8.self))
         t.responseHeaders.append(header)
         t.recorder?.headerReceived(header)
+    } else if end == 0 {
+        t.readingHeaders = false
     }
     return length
 }

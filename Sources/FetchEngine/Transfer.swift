@@ -20,6 +20,11 @@ final class Transfer: @unchecked Sendable {
     let errorBuffer: UnsafeMutablePointer<CChar>
 
     var responseHeaders: [HTTPHeader] = []
+    /// Header bytes over every hop so far, as libcurl counts them (`HTTPLimits`).
+    var responseHeaderBytes = 0
+    var responseHeadersTooLarge = false
+    /// A status line arrived and the blank line that ends its headers has not.
+    var readingHeaders = false
     var body: [UInt8] = []
     var bodyTooLarge = false
     /// The request body file, opened by the caller so that an unreadable file fails early.

@@ -27,6 +27,19 @@ public struct TransferError: Error, Sendable, Equatable {
         return TransferError(kind(of: code), text)
     }
 
+    /// A response whose headers went past a limit (`HTTPLimits`): ours, counted in the
+    /// header callback, or libcurl's for one line, which it reports as CURLE_OUT_OF_MEMORY
+    /// between a status line and the end of its headers.
+    static func headersTooLarge(code: CURLcode, _ transfer: Transfer) -> TransferError? {
+        if code == CURLE_WRITE_ERROR && transfer.responseHeadersTooLarge {
+            return TransferError(.protocol, "the response headers are larger than \(HTTPLimits.responseHeaderBytes) bytes in all (fetchd's limit, over every redirect)")
+        }
+        if code == CURLE_OUT_OF_MEMORY && transfer.readingHeaders {
+            return TransferError(.protocol, "a response header line is longer than \(HTTPLimits.responseHeaderLineBytes) bytes (libcurl's CURL_MAX_HTTP_HEADER)")
+        }
+        return nil
+    }
+
     static func kind(of code: CURLcode) -> Kind {
         switch code {
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: .dns

@@ -8,8 +8,9 @@ public enum JSONCodec {
         public let message: String
     }
 
-    /// Parses one JSON text. Integers that do not fit 64 bits are read as doubles
-    /// (jansson refuses them otherwise) so a large number is never a parse error.
+    /// Parses one JSON text. An integer that does not fit 64 bits is read as a double, and
+    /// only that one: every other integer of the message stays exact (an id of 7 is echoed
+    /// as 7, whatever else the message holds).
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(DecodingError) -> JSONValue {
         let flags = Int(JSON_DECODE_ANY | JSON_ALLOW_NUL)
         var error = json_error_t()
@@ -20,15 +21,25 @@ public enum JSONCodec {
             defer { fetchd_json_decref(root) }
             return value(of: root)
         }
-        let message = errorText(error)
-        if message.contains("too big") {
-            var retryError = json_error_t()
-            if let root = json_loadb(base, bytes.count, flags | Int(JSON_DECODE_INT_AS_REAL), &retryError) {
-                defer { fetchd_json_decref(root) }
-                return value(of: root)
+        // jansson refuses an integer beyond 64 bits, and its one remedy, JSON_DECODE_INT_AS_REAL,
+        // makes every integer of the message a real. Instead the integers that do not fit are
+        // written as reals ("...e0") in a copy, which is parsed once more: the common case
+        // never pays for it.
+        guard json_error_code(&error) == json_error_numeric_overflow,
+              let widened = WidenedIntegers(bytes.assumingMemoryBound(to: UInt8.self)) else {
+            throw DecodingError(message: errorText(error))
+        }
+        var retryError = json_error_t()
+        let root = widened.text.withUnsafeBufferPointer { text in
+            text.baseAddress!.withMemoryRebound(to: CChar.self, capacity: text.count) {
+                json_loadb($0, text.count, flags, &retryError)
             }
         }
-        throw DecodingError(message: message)
+        guard let root else {
+            throw DecodingError(message: errorText(retryError, columnShift: widened.columnShift(for: retryError)))
+        }
+        defer { fetchd_json_decref(root) }
+        return value(of: root)
     }
 
     public static func decode(_ bytes: some Collection<UInt8>) throws(DecodingError) -> JSONValue {
@@ -194,12 +205,13 @@ public enum JSONCodec {
         String(decoding: encode(value), as: UTF8.self)
     }
 
-    private static func errorText(_ error: json_error_t) -> String {
+    /// jansson's message and where; `columnShift` takes away what a widened copy added.
+    private static func errorText(_ error: json_error_t, columnShift: Int = 0) -> String {
         var copy = error
         let text = withUnsafePointer(to: &copy.text) {
             $0.withMemoryRebound(to: CChar.self, capacity: Int(JSON_ERROR_TEXT_LENGTH)) { String(cString: $0) }
         }
-        return "\(text) at line \(error.line), column \(error.column)"
+        return "\(text) at line \(error.line), column \(Int(error.column) - columnShift)"
     }
 
     private static func value(of json: UnsafeMutablePointer<json_t>) -> JSONValue {
@@ -302,4 +314,82 @@ private struct ByteSink: ~Copyable {
             initialized = total
         }
     }
+}
+
+/// A copy of a JSON text in which every integer that does not fit 64 bits is written as a
+/// real: "e0" after its digits, the same value as jansson's JSON_DECODE_INT_AS_REAL would
+/// read. Strings are skipped whole; nothing else changes, so what was valid or invalid stays
+/// so, and a later error is only moved along its line by the characters added before it.
+private struct WidenedIntegers {
+    private(set) var text: [UInt8] = []
+    /// Where each "e0" went in `text`, with its line (1-based, as jansson counts).
+    private var insertions: [(offset: Int, line: Int)] = []
+
+    /// nil when no integer needed widening (the overflow was a real's, like 1e400).
+    init?(_ source: UnsafeBufferPointer<UInt8>) {
+        let count = source.count
+        var index = 0
+        var copied = 0  // source[..<copied] is in `text`
+        var line = 1
+        while index < count {
+            switch source[index] {
+            case UInt8(ascii: "\""):
+                // A string, to its closing quote; an escape skips the byte after its backslash.
+                index += 1
+                while index < count, source[index] != UInt8(ascii: "\"") {
+                    if source[index] == UInt8(ascii: "\\") { index += 1 } else if source[index] == UInt8(ascii: "\n") { line += 1 }
+                    index += 1
+                }
+                index += 1
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                // A number: its integer part, then a real's fraction and exponent, if any.
+                let start = index
+                index += 1
+                while index < count, Self.isDigit(source[index]) { index += 1 }
+                let integerEnd = index
+                while index < count, Self.isDigit(source[index]) || Self.isRealByte(source[index]) { index += 1 }
+                if index == integerEnd && !Self.fitsInt64(UnsafeBufferPointer(rebasing: source[start..<index])) {
+                    if text.isEmpty { text.reserveCapacity(count + 64) }
+                    text.append(contentsOf: UnsafeBufferPointer(rebasing: source[copied..<index]))
+                    insertions.append((text.count, line))
+                    text.append(UInt8(ascii: "e"))
+                    text.append(UInt8(ascii: "0"))
+                    copied = index
+                }
+            case UInt8(ascii: "\n"):
+                line += 1
+                index += 1
+            default:
+                index += 1
+            }
+        }
+        if insertions.isEmpty { return nil }
+        text.append(contentsOf: UnsafeBufferPointer(rebasing: source[copied..<count]))
+    }
+
+    /// How many characters were added on the error's line before it.
+    func columnShift(for error: json_error_t) -> Int {
+        2 * insertions.count(where: { $0.line == Int(error.line) && $0.offset < Int(error.position) })
+    }
+
+    private static func isDigit(_ byte: UInt8) -> Bool { byte &- UInt8(ascii: "0") < 10 }
+    private static func isRealByte(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: ".") || byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") || byte == UInt8(ascii: "+")
+            || byte == UInt8(ascii: "-")
+    }
+
+    /// An optional minus and digits, read the way strtoll would: within Int64 or not. Told
+    /// by the number of digits, and for 19 of them by comparing with Int64's bounds.
+    /// A lone "-" counts as fitting (it is jansson's to refuse).
+    static func fitsInt64(_ number: UnsafeBufferPointer<UInt8>) -> Bool {
+        let negative = number.first == UInt8(ascii: "-")
+        let digits = UnsafeBufferPointer(rebasing: number[(negative ? 1 : 0)...])
+        if digits.count != 19 { return digits.count < 19 }
+        let bound = negative ? Self.int64MinDigits : Self.int64MaxDigits
+        for (digit, limit) in zip(digits, bound) where digit != limit { return digit < limit }
+        return true
+    }
+
+    private static let int64MaxDigits = Array("9223372036854775807".utf8)
+    private static let int64MinDigits = Array("9223372036854775808".utf8)
 }

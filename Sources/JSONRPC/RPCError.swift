@@ -51,6 +51,13 @@ public struct RPCError: Error, Sendable, Equatable {
         RPCError(.invalidParams, "Invalid params", data: ["field": .string(field), "detail": .string(detail)])
     }
 
+    /// -32602 for a value past a size limit, with the limit in `data.limit`.
+    public static func invalidParams(field: String, _ detail: String, limit: Int) -> RPCError {
+        RPCError(.invalidParams, "Invalid params", data: [
+            "field": .string(field), "detail": .string(detail), "limit": .integer(Int64(limit)),
+        ])
+    }
+
     public static func messageTooLarge(limit: Int) -> RPCError {
         RPCError(.messageTooLarge, "Message too large", data: ["limit": .integer(Int64(limit))])
     }

@@ -37,6 +37,60 @@ final class JSONCodecTests: XCTestCase {
         XCTAssertThrowsError(try JSONCodec.decode("1e999"), "overflowing a double is an error")
     }
 
+    func testABigNumberLeavesEveryOtherIntegerExact() throws {
+        // Before: one integer past 64 bits made the whole message be read again with every
+        // integer a real, and an id of 7 was echoed as 7.0.
+        let value = try JSONCodec.decode(#"{"id":7,"params":{"n":123456789012345678901234567890,"m":[-3,0,9223372036854775807,-9223372036854775808]}}"#)
+        XCTAssertEqual(value["id"], .integer(7))
+        XCTAssertEqual(value["params"]?["n"], .double(1.2345678901234568e29))
+        XCTAssertEqual(value["params"]?["m"], [-3, 0, .integer(Int64.max), .integer(Int64.min)])
+        XCTAssertEqual(JSONCodec.encodeString(value["id"]!), "7")
+    }
+
+    func testOnlyIntegersOutsideInt64AreWidened() throws {
+        let cases: [(String, JSONValue)] = [
+            ("[9223372036854775808]", [.double(9.223372036854775808e18)]),
+            ("[-9223372036854775809]", [.double(-9.223372036854775809e18)]),
+            ("[99999999999999999999,1]", [.double(1e20), 1]),
+            ("[99999999999999999999,1000000000000000000,-9223372036854775807,9223372036854775806]",
+             [.double(1e20), 1_000_000_000_000_000_000, -9_223_372_036_854_775_807, 9_223_372_036_854_775_806]),
+            ("[1.5,99999999999999999999e0,1E2,-0]", [.double(1.5), .double(1e20), .double(100), 0]),
+            // A real's fraction and exponent are never taken for integers.
+            ("[99999999999999999999,1E-99999999999999999999,0.99999999999999999999,1e+0]",
+             [.double(1e20), .double(0), .double(1), .double(1)]),
+            // Digits inside strings, escaped quotes included, are never touched.
+            (#"["99999999999999999999","a\"99999999999999999999\\",99999999999999999999]"#,
+             [.string("99999999999999999999"), .string("a\"99999999999999999999\\"), .double(1e20)]),
+            (#"{"99999999999999999999":99999999999999999999}"#, ["99999999999999999999": .double(1e20)]),
+            ("99999999999999999999", .double(1e20)),
+        ]
+        for (text, expected) in cases { XCTAssertEqual(try JSONCodec.decode(text), expected, text) }
+    }
+
+    func testWideningNeverMakesAnInvalidTextValid() {
+        for text in ["[99999999999999999999", "[099999999999999999999]", "[99999999999999999999x]",
+                     "[-99999999999999999999-]", "[99999999999999999999, 1e999]", "{\"a\":99999999999999999999,}",
+                     "[99999999999999999999] 1", "[\"99999999999999999999]"] {
+            XCTAssertThrowsError(try JSONCodec.decode(text), text)
+        }
+    }
+
+    func testARealsOverflowIsStillAnError() throws {
+        XCTAssertThrowsError(try JSONCodec.decode("[99999999999999999999,1e99999999999999999999]")) { error in
+            XCTAssertTrue((error as? JSONCodec.DecodingError)?.message.hasPrefix("real number overflow") == true, "\(error)")
+        }
+    }
+
+    func testAnErrorAfterAWidenedIntegerIsReportedWhereItIs() throws {
+        // The same error as in a text of the same shape without a big integer: same column.
+        func message(_ text: String) -> String {
+            do { _ = try JSONCodec.decode(text); return "accepted" } catch { return error.message }
+        }
+        XCTAssertEqual(message("[99999999999999999999, x]"), message("[1.000000000000000000, x]"))
+        XCTAssertEqual(message("[99999999999999999999,\n 99999999999999999999, }"), message("[1.000000000000000000,\n 1.000000000000000000, }"))
+        XCTAssertEqual(message("[1,\n99999999999999999999] 2"), message("[1,\n1.000000000000000000] 2"))
+    }
+
     func testDoublesAreWrittenShortestButExact() throws {
         XCTAssertEqual(JSONCodec.encodeString(.double(0.493)), "0.493")
         XCTAssertEqual(JSONCodec.encodeString(.double(1.5)), "1.5")

@@ -52,6 +52,8 @@ Endpoints (any method unless noted):
                                   "chunks","offsets","rejected","failures","holding","startMethod"}
   /resumable/info/<key>          {"sessions": [info...]} for every session started with ?key=K
   /echo also reports "bodySha256".
+  /big-header?bytes=N[&count=C][&redirect=R]  200 "big" with C (default 1) headers X-Big-<i> of
+                                 N bytes each; with R > 0, the same headers on a 302 to redirect=R-1
 """
 import argparse
 import base64
@@ -340,6 +342,16 @@ class Handler(BaseHTTPRequestHandler):
                     return self._json({"bodies": list(_State.bodies.get(seg[1], []))})
             if path == "/multipart-echo":
                 return self._multipart(body)
+            if path == "/big-header":
+                n, count = int(q.get("bytes", "1000")), int(q.get("count", "1"))
+                if not (0 <= n <= 8 << 20 and 0 <= count <= 10000):
+                    return self._send(400, "bad size")
+                hs = [(f"X-Big-{i}", "b" * n) for i in range(count)]
+                hops = int(q.get("redirect", "0"))
+                if hops > 0:
+                    hs.append(("Location", f"/big-header?bytes={n}&count={count}&redirect={hops - 1}"))
+                    return self._send(302, "big", headers=hs)
+                return self._send(200, "big", headers=hs)
             if head == "ranged" and len(seg) == 2:
                 return self._ranged(int(seg[1]), q)
             if head == "ranged-log" and len(seg) == 2:

@@ -13,9 +13,7 @@ struct FilePolicy: Sendable {
     }
 
     func checkReadable(_ path: String, field: String) throws {
-        guard path.hasPrefix("/") else {
-            throw RPCError.invalidParams(field: field, "must be an absolute path")
-        }
+        try Self.checkPath(path, field: field)
         guard !allowedDirectories.isEmpty else { return }
         let resolved = Self.resolve(path)
         let allowed = allowedDirectories.map(Self.resolve).contains { dir in
@@ -23,6 +21,18 @@ struct FilePolicy: Sendable {
         }
         guard allowed else {
             throw NotAllowed(detail: "\(path) is outside the allowed directories (--allow-dir)")
+        }
+    }
+
+    /// What every path a client names must be (a download's, a body file's, an upload's
+    /// files, the HTTP log directory): absolute, and without a NUL, which would end it where
+    /// the C library reads it ("f\u{0}.x" would be "f"), after any check made on the whole.
+    static func checkPath(_ path: String, field: String) throws(RPCError) {
+        guard path.hasPrefix("/") else {
+            throw RPCError.invalidParams(field: field, "must be an absolute path")
+        }
+        guard !path.utf8.contains(0) else {
+            throw RPCError.invalidParams(field: field, "a path may not contain NUL")
         }
     }
 

@@ -15,9 +15,7 @@ struct SetLoggingMethod: RPCMethod {
         }
         settings.enabled = enabled
         if let directory = try reader.string("directory") {
-            guard directory.hasPrefix("/") else {
-                throw RPCError.invalidParams(field: "directory", "must be an absolute path")
-            }
+            try FilePolicy.checkPath(directory, field: reader.field("directory"))
             settings.directory = directory
         }
         if let bodies = try reader.bool("bodies") { settings.bodies = bodies }

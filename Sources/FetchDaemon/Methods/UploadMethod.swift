@@ -36,9 +36,11 @@ struct UploadMethod: RPCMethod {
             }
             if let fields = try reader.object("fields") {
                 for (name, value) in fields.members {
+                    let field = reader.field("fields") + "." + name
                     guard case .string(let text) = value else {
-                        throw RPCError.invalidParams(field: reader.field("fields") + "." + name, "expected a string, got \(value.typeName)")
+                        throw RPCError.invalidParams(field: field, "expected a string, got \(value.typeName)")
                     }
+                    try HTTPSyntax.checkDispositionParameter(name, field: field)
                     self.fields.append((name, text))
                 }
             }
@@ -78,9 +80,20 @@ struct UploadMethod: RPCMethod {
                 }
                 source = .bytes([UInt8](data))
             }
-            let filename = try reader.string("filename") ?? defaultName
-            let mimetype = try reader.string("mimetype") ?? MimeTypes.guess(forFilename: filename)
+            // The name taken from the path is checked as one given would be (it is sent
+            // the same way), and named by the path.
+            let given = try reader.string("filename")
+            let filename = given ?? defaultName
+            try HTTPSyntax.checkDispositionParameter(filename, field: reader.field(given == nil ? "path" : "filename"))
+            let mimetype: String
+            if let type = try reader.string("mimetype") {
+                try HTTPSyntax.checkMediaType(type, field: reader.field("mimetype"))
+                mimetype = type
+            } else {
+                mimetype = MimeTypes.guess(forFilename: filename)
+            }
             let formField = try reader.string("field") ?? "file"
+            try HTTPSyntax.checkDispositionParameter(formField, field: reader.field("field"))
             try reader.finish()
             return FileParam(source: source, filename: filename, mimetype: mimetype, field: formField)
         }

@@ -50,6 +50,7 @@ struct RequestModel: Sendable {
     /// Reads the shared fields. `allowsBody` is false for `upload`, whose body is its files.
     init(reading params: inout ParamReader, allowsBody: Bool, policy: FilePolicy) throws {
         let urlText = try params.requiredString("url")
+        try HTTPSyntax.checkURLLength(urlText.utf8.count, field: params.field("url"))
         do {
             url = try RequestURL(urlText)
         } catch .malformed(let detail) {
@@ -59,32 +60,28 @@ struct RequestModel: Sendable {
         }
 
         if let method = try params.string("method") {
-            guard !method.isEmpty, method.utf8.allSatisfy(HeaderSyntax.isTokenByte) else {
-                throw RPCError.invalidParams(field: params.field("method"), "not an HTTP method token")
-            }
+            try HTTPSyntax.checkMethod(method, field: params.field("method"))
             self.method = method
         } else {
             self.method = ""
         }
 
         if let headers = try params.object("headers") {
+            var budget = HTTPSyntax.HeaderBudget()
             for (name, value) in headers.members {
                 let field = params.field("headers") + "." + name
                 guard case .string(let text) = value else {
                     throw RPCError.invalidParams(field: field, "expected a string, got \(value.typeName)")
                 }
-                guard !name.isEmpty, name.utf8.allSatisfy(HeaderSyntax.isTokenByte) else {
-                    throw RPCError.invalidParams(field: field, "not a valid header name")
-                }
-                guard text.utf8.allSatisfy(HeaderSyntax.isValueByte) else {
-                    throw RPCError.invalidParams(field: field, "header values may not contain CR, LF or NUL")
-                }
+                try budget.add(try HTTPSyntax.checkHeader(name: name, value: text, field: field), field: field)
                 self.headers.append(HTTPHeader(name, text))
             }
         }
 
         if let query = try params.object("query") {
             self.query = try Self.items(query, field: params.field("query"))
+            let sent = URLEncoding.appendingQuery(self.query.map { ($0.name, $0.value) }, to: url.text)
+            try HTTPSyntax.checkURLLength(sent.utf8.count, field: params.field("query"))
         }
 
         // `json` may be null itself (a JSON body of `null`); the others count when not null.
@@ -196,22 +193,5 @@ struct RequestModel: Sendable {
         default:
             throw RPCError.invalidParams(field: field, "expected a string, number or boolean, got \(value.typeName)")
         }
-    }
-}
-
-/// Characters allowed in HTTP method tokens, header names and header values (RFC 9110).
-enum HeaderSyntax {
-    static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        default:
-            return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
-        }
-    }
-
-    static func isValueByte(_ byte: UInt8) -> Bool {
-        byte != 0 && byte != UInt8(ascii: "\r") && byte != UInt8(ascii: "\n")
     }
 }
