@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fetchd benchmarks (not tests): fetchd against curl, aria2 and a libcurl multi floor, in one run.
 
-    python3 bench/run.py [--bin PATH] [--rounds N] [--large-rounds N] [--quick] [--profile]
+    python3 bench/run.py [--bin PATH] [--rounds N] [--large-rounds N] [--quick] [--profile] [--only rate]
     make bench            (builds the release daemon first, under the shared build lock)
     make bench-profile    (perf record -g on the release daemon under the small-GET c=64 load)
 
@@ -13,8 +13,9 @@ daemon's default per-host cap of 10 does not throttle the c=64 rounds.
 aria2 is driven two ways: its best case (addUri in system.multicall batches of 250, completion
 polled) and like fetchd's clients (bench/aria2_load.c: one addUri per WebSocket message, c in
 flight, completion pushed). A second nginx port logs each request's arrival for the rate-limit
-rounds: 4 processes share one host limited to 200 requests/s, through fetchd's one limit and
-through curl --rate in each process.
+rounds: 4 processes share one host limited to 20, 200 and 2,000 requests/s (about 2 s of
+requests each), through fetchd's one limit and through curl --rate in each process.
+`--only rate` runs just those rounds (nginx and fetchd, nothing else).
 
 Rounds are interleaved (every tool once per round, order rotated each round) and the table shows
 medians. CPU: user+sys of the server-side process for fetchd and aria2 (/proc/PID/stat, 10 ms
@@ -203,9 +204,12 @@ class Aria2:
 
 # ---------------------------------------------------------------- the run
 
-def arrival_stats(ts, limit):
+def arrival_stats(ts, limit, streams=1):
     """How a run of requests arrived at the server: the rate over the run, the most in any
-    one-second window, and the gaps between arrivals (nginx logs milliseconds)."""
+    one-second window, and the gaps between arrivals (nginx logs milliseconds). `streams`
+    processes that each send their share one after another span (n - streams) intervals of
+    the whole from the first arrival to the last, not n - 1: (n - 1) / span would count 4
+    processes of 10 requests at 5/s each as 21.7/s, not 20."""
     ts = sorted(ts)
     gaps = [b - a for a, b in zip(ts, ts[1:])]
     most, j = 0, 0
@@ -214,7 +218,7 @@ def arrival_stats(ts, limit):
             j += 1
         most = max(most, i - j + 1)
     span = ts[-1] - ts[0] if len(ts) > 1 else 0
-    return {"arrived": len(ts), "limit_per_s": limit, "req_per_s": (len(ts) - 1) / span if span > 0 else None,
+    return {"arrived": len(ts), "limit_per_s": limit, "req_per_s": (len(ts) - streams) / span if span > 0 else None,
             "max_in_1s": most, "gap_p50_ms": 1e3 * statistics.median(gaps) if gaps else None,
             "gap_min_ms": 1e3 * min(gaps) if gaps else None}
 
@@ -535,7 +539,7 @@ http {{
     def rate_fetchd(self, rate, procs, n):
         """procs client processes send their share of n fetches through one daemon, whose
         limit for the host (setRateLimit) holds for all of them together."""
-        rpc(self.sock, "setRateLimit", {"host": self.limited_host, "requestsPerSecond": rate, "burst": 1})
+        rpc(self.sock, "setRateLimit", {"host": self.limited_host, "requestsPerSecond": rate, "burst": RATE_BURST})
         offset = self.log_offset()
         out, wall, _ = run_child([self.bin["fetchd_load"], self.sock, self.limited_small, str(n), str(procs), "16"], 120)
         r = json.loads(out)
@@ -555,7 +559,7 @@ http {{
         out, wall, _ = run_child(["bash", "-c", script], 120)
         if out.split().count("200") != n // procs * procs:
             raise RuntimeError(f"curl --rate: {out.split().count('200')}/{n} answers were 200")
-        return dict(arrival_stats(self.arrivals_since(offset), rate), n=n // procs * procs, seconds=wall,
+        return dict(arrival_stats(self.arrivals_since(offset), rate, streams=procs), n=n // procs * procs, seconds=wall,
                     per_process_limit=per_process_rate)
 
     def record(self, key, fn, *a):
@@ -574,11 +578,20 @@ SMALL_TOOLS = [  # key, label, method, n at c=1, n at c=64 (None: use --n)
 ]
 
 
-RATE_LIMIT, RATE_PROCS, RATE_N = 200, 4, 400   # req/s for the host, client processes, requests
-RATE_TOOLS = [  # key, label, method, extra args
-    ("fetchd", "fetchd: one limit for every client", "rate_fetchd", ()),
-    ("curl_each", "curl --rate 200/s in each process", "rate_curl", (RATE_LIMIT,)),
-    ("curl_split", "curl --rate 50/s each (split by hand)", "rate_curl", (RATE_LIMIT / RATE_PROCS,)),
+RATE_LIMITS, RATE_PROCS, RATE_SECONDS = (20, 200, 2000), 4, 2   # req/s for the host, client processes
+RATE_BURST = 1   # fetchd's burst for the host; curl --rate has none
+
+
+def rate_n(rate):
+    """Requests per rate round: about RATE_SECONDS of them, a multiple of RATE_PROCS."""
+    return rate * RATE_SECONDS // RATE_PROCS * RATE_PROCS
+
+
+RATE_TOOLS = [  # key, label (of the limit), method, per-process curl --rate (of the limit)
+    ("fetchd", lambda r: "fetchd: one limit for every client", "rate_fetchd", None),
+    ("curl_each", lambda r: f"curl --rate {r:g}/s in each process", "rate_curl", lambda r: r),
+    ("curl_split", lambda r: f"curl --rate {r / RATE_PROCS:g}/s each (split by hand)", "rate_curl",
+     lambda r: r / RATE_PROCS),
 ]
 
 
@@ -612,9 +625,12 @@ def summarize(b):
                                  if "cpu" in rounds[0] else None,
                                  "peak_rss_kib": max((r.get("peak_rss_kib", 0) for r in rounds), default=None) or None}
         elif k[0] == "rate":
-            s[f"rate.{k[1]}"] = {"limit_per_s": rounds[0]["limit_per_s"], "processes": RATE_PROCS,
+            _, tool, rate = k
+            rates = [r["req_per_s"] for r in rounds if r["req_per_s"]]
+            s[f"rate.{tool}.{rate}"] = {"limit_per_s": rounds[0]["limit_per_s"], "processes": RATE_PROCS,
                                  "n": rounds[0]["n"], "rounds": len(rounds),
-                                 "req_per_s": med([r["req_per_s"] for r in rounds if r["req_per_s"]]),
+                                 "req_per_s": med(rates), "req_per_s_min": min(rates, default=None),
+                                 "req_per_s_max": max(rates, default=None),
                                  "max_in_1s": max(r["max_in_1s"] for r in rounds),
                                  "gap_p50_ms": med([r["gap_p50_ms"] for r in rounds if r["gap_p50_ms"] is not None]),
                                  "gap_min_ms": min(r["gap_min_ms"] for r in rounds if r["gap_min_ms"] is not None)}
@@ -663,6 +679,15 @@ def goals(s):
             mb = i["rss_kib"] / 1024
             add(label, f"{i['cpu_percent']:.1f}% CPU, {mb:.1f} MB RSS", "0% CPU, < 30 MB",
                 i["cpu_percent"] == 0 and mb < 30, f"{i['wakeups_per_s']:.1f} wake-ups/s")
+    # Issue 26: the shared limit delivers its budget and never more than burst + rate x T + 1
+    # (the 1: arrival times at the server are the starts plus a varying delay).
+    for rate in RATE_LIMITS:
+        e = s.get(f"rate.fetchd.{rate}")
+        if e and e["req_per_s"]:
+            low, cap = e["req_per_s_min"] / rate, RATE_BURST + rate + 1
+            add(f"limit {rate}/s, 4 procs: rate, most in 1 s", f"{e['req_per_s'] / rate:.3f}x, {e['max_in_1s']}",
+                f">= 0.99x, <= {cap}", low >= 0.99 and e["max_in_1s"] <= cap,
+                f"{e['rounds']} rounds {e['req_per_s_min'] / rate:.3f}x-{e['req_per_s_max'] / rate:.3f}x")
     return g
 
 
@@ -702,12 +727,14 @@ def print_table(s, g, meta):
                          f"{e['peak_rss_kib'] / 1024:.1f}" if e.get("peak_rss_kib") else "",
                          f"{pf['p50_us'] / e['p50_us']:.2f}x (p50)" if pf and t != "fetchd" else "",
                          f"n={e['count']}"))
-    for key, name, *_ in RATE_TOOLS:
-        e = s.get(f"rate.{key}")
-        if e and e["req_per_s"]:
-            rows.append((f"limit {e['limit_per_s']}/s, {e['processes']} procs", name,
-                         f"{e['req_per_s']:,.0f} req/s, max {e['max_in_1s']} in 1 s", "", "", "",
-                         f"{e['req_per_s'] / e['limit_per_s']:.2f}x the limit, n={e['n']}"))
+    for rate in RATE_LIMITS:
+        for key, name, *_ in RATE_TOOLS:
+            e = s.get(f"rate.{key}.{rate}")
+            if e and e["req_per_s"]:
+                rows.append((f"limit {rate:,}/s, {e['processes']} procs", name(rate),
+                             f"{e['req_per_s']:,.1f} req/s, max {e['max_in_1s']} in 1 s", "", "", "",
+                             f"{e['req_per_s'] / rate:.3f}x the limit ({e['req_per_s_min'] / rate:.3f}-"
+                             f"{e['req_per_s_max'] / rate:.3f}), n={e['n']}"))
     for which in ("fresh", "after_load"):
         e = s.get(f"idle.{which}")
         if e:
@@ -717,7 +744,7 @@ def print_table(s, g, meta):
     head = ("scenario", "tool", "median", "CPU us/req", "peak RSS MB", "fetchd vs it", "")
     print_rows(head, rows)
     print()
-    print_rows(("goal (issue 9)", "value", "target", "status", "detail"),
+    print_rows(("goal (issues 9, 26)", "value", "target", "status", "detail"),
                [(x["goal"], x["value"], x["target"], "met" if x["met"] else "NOT MET", x["detail"]) for x in g])
 
 
@@ -767,6 +794,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="1 round each, small counts: checks the harness")
     ap.add_argument("--profile", action="store_true", help="perf record fetchd under the c=64 small-GET load")
     ap.add_argument("--results", default=os.path.join(BENCH, "results"))
+    ap.add_argument("--only", choices=["rate"], help="run only these rounds (rate: the request-rate limit rows)")
+    ap.add_argument("--rate-rounds", type=int, default=3, help="rounds of the rate-limit rows")
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.large_rounds, args.n, args.pings = 1, 1, 1000, 2000
@@ -776,7 +805,8 @@ def main():
     src = args.bin or os.environ.get("FETCHD_BIN") or os.path.join(REPO, ".build", "release", "fetchd")
     if not os.access(src, os.X_OK):
         sys.exit(f"no fetchd binary at {src}: run `make bench` (it builds the release daemon)")
-    for tool in ("gcc", "curl", "aria2c", "pkg-config") + (("perf",) if args.profile else ()):
+    for tool in ("gcc", "curl", "pkg-config") + (("aria2c",) if args.only != "rate" else ()) + \
+            (("perf",) if args.profile else ()):
         if not shutil.which(tool):
             sys.exit(f"bench needs {tool}: `make bench` installs its prerequisites")
 
@@ -797,7 +827,9 @@ def main():
                 "fetchd_args": b.fetchd_args, "n_small": args.n, "rounds": args.rounds,
                 "large_rounds": args.large_rounds, "pings": args.pings,
                 "disk_dir_fs": fs_type(os.path.realpath(b.disk)), "aria2_dir_fs": fs_type(os.path.realpath(b.shm)),
-                "c64_fetchd_clients": "4 processes x 16 pipelined requests, one connection each"}
+                "c64_fetchd_clients": "4 processes x 16 pipelined requests, one connection each",
+                "only": args.only, "rate_limits": list(RATE_LIMITS), "rate_burst": RATE_BURST,
+                "rate_processes": RATE_PROCS}
         print(f"fetchd bench on {meta['machine']['cpus']} cores ({meta['machine']['cpu_model']}), "
               f"fetchd {meta['versions']['git']}, binary {src} built {meta['fetchd_binary_mtime']}")
         meta["loadavg_start"] = os.getloadavg()
@@ -806,56 +838,54 @@ def main():
                   f"{os.cpu_count()}-core machine makes the numbers noisy")
         print("fetchd runs with --max-per-host 0 (no per-host cap; the default is 10); "
               "loopback nginx, 1 worker; medians of interleaved rounds", flush=True)
-        b.start_sink()
-        b.start_echo()
-        b.start_aria2()
+        if args.only != "rate":
+            b.start_sink()
+            b.start_echo()
+            b.start_aria2()
         b.fetchd, b.sock = b.start_fetchd()
         time.sleep(1.0)
-        print("idle (fresh daemon, 5 s) ...", flush=True)
-        b.record(("idle", "fresh"), b.idle, b.fetchd.pid)
-
-        # Warm-up, not recorded: connections, page cache, first allocations.
-        b.small_floor(64, 500), b.small_fetchd(64, 1000), b.small_fetchd(1, 200)
-        b.small_curl_parallel(64, 200), b.small_aria2(64, 100), b.small_aria2_ws(64, 100)
-
-        plan = []
-        for c in (1, 64):
-            for key, _, method, n1, n64 in SMALL_TOOLS:
-                n = (n1 if c == 1 else n64) or args.n
-                if args.quick:
-                    n = min(n, 200 if key in ("aria2", "aria2_ws", "curl_per_request") else n)
-                plan.append((("small", key, c), getattr(b, method), c, n))
         t_start = time.monotonic()
-        for rnd in range(args.rounds):
-            rot = rnd % len(plan)
-            for key, fn, c, n in plan[rot:] + plan[:rot]:
-                b.record(key, fn, c, n)
-            print(f"small GETs: round {rnd + 1}/{args.rounds} done ({time.monotonic() - t_start:.0f} s)", flush=True)
+        if args.only != "rate":
+            print("idle (fresh daemon, 5 s) ...", flush=True)
+            b.record(("idle", "fresh"), b.idle, b.fetchd.pid)
+            # Warm-up, not recorded: connections, page cache, first allocations.
+            b.small_floor(64, 500), b.small_fetchd(64, 1000), b.small_fetchd(1, 200)
+            b.small_curl_parallel(64, 200), b.small_aria2(64, 100), b.small_aria2_ws(64, 100)
 
-        large = [(("download", "fetchd"), b.dl_fetchd), (("download", "fetchd_nofsync"), b.dl_fetchd_nofsync),
-                 (("download", "curl"), b.dl_curl),
-                 (("upload", "fetchd"), b.ul_fetchd), (("upload", "curl"), b.ul_curl)]
-        b.dl_curl(), b.dl_fetchd(), b.ul_curl()   # warm-up: the 1 GiB file and the upload file into the page cache
-        for rnd in range(args.large_rounds):
-            order = large if rnd % 2 == 0 else [large[2], large[1], large[0], large[4], large[3]]
-            for key, fn in order:
-                b.record(key, fn)
-            for key, sock in ((("ping", "echo"), b.echo_sock), (("ping", "fetchd"), b.sock))[::1 if rnd % 2 == 0 else -1]:
-                b.record(key, b.ping, sock, args.pings)
-            print(f"downloads, uploads, pings: round {rnd + 1}/{args.large_rounds} done", flush=True)
+            plan = []
+            for c in (1, 64):
+                for key, _, method, n1, n64 in SMALL_TOOLS:
+                    n = (n1 if c == 1 else n64) or args.n
+                    if args.quick:
+                        n = min(n, 200 if key in ("aria2", "aria2_ws", "curl_per_request") else n)
+                    plan.append((("small", key, c), getattr(b, method), c, n))
+            t_start = time.monotonic()
+            for rnd in range(args.rounds):
+                rot = rnd % len(plan)
+                for key, fn, c, n in plan[rot:] + plan[:rot]:
+                    b.record(key, fn, c, n)
+                print(f"small GETs: round {rnd + 1}/{args.rounds} done ({time.monotonic() - t_start:.0f} s)", flush=True)
 
-        rate_plan = [(("rate", key), getattr(b, method), (RATE_LIMIT, RATE_PROCS, RATE_N) + extra)
-                     for key, _, method, extra in RATE_TOOLS]
-        for rnd in range(1 if args.quick else 3):
-            for key, fn, a in rate_plan[rnd % 3:] + rate_plan[:rnd % 3]:
-                b.record(key, fn, *a)
-            print(f"rate limit: round {rnd + 1} done", flush=True)
+            large = [(("download", "fetchd"), b.dl_fetchd), (("download", "fetchd_nofsync"), b.dl_fetchd_nofsync),
+                     (("download", "curl"), b.dl_curl),
+                     (("upload", "fetchd"), b.ul_fetchd), (("upload", "curl"), b.ul_curl)]
+            b.dl_curl(), b.dl_fetchd(), b.ul_curl()   # warm-up: the 1 GiB file and the upload file into the page cache
+            for rnd in range(args.large_rounds):
+                order = large if rnd % 2 == 0 else [large[2], large[1], large[0], large[4], large[3]]
+                for key, fn in order:
+                    b.record(key, fn)
+                for key, sock in ((("ping", "echo"), b.echo_sock), (("ping", "fetchd"), b.sock))[::1 if rnd % 2 == 0 else -1]:
+                    b.record(key, b.ping, sock, args.pings)
+                print(f"downloads, uploads, pings: round {rnd + 1}/{args.large_rounds} done", flush=True)
 
-        # The daemon hands freed memory back to the system once, 2 s after its last job
-        # (IdleMemoryRelease); idle is measured once that has happened.
-        time.sleep(3.0)
-        print("idle (after the load, 5 s) ...", flush=True)
-        b.record(("idle", "after_load"), b.idle, b.fetchd.pid)
+        rate_rounds(b, 1 if args.quick else max(1, args.rate_rounds))
+
+        if args.only != "rate":
+            # The daemon hands freed memory back to the system once, 2 s after its last job
+            # (IdleMemoryRelease); idle is measured once that has happened.
+            time.sleep(3.0)
+            print("idle (after the load, 5 s) ...", flush=True)
+            b.record(("idle", "after_load"), b.idle, b.fetchd.pid)
         meta["seconds"] = round(time.monotonic() - t_start, 1)
         meta["loadavg_end"] = os.getloadavg()
 
@@ -865,7 +895,8 @@ def main():
         print_table(s, g, meta)
         os.makedirs(args.results, exist_ok=True)
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        path = os.path.join(args.results, f"{stamp}{'-quick' if args.quick else ''}.json")
+        suffix = ("-quick" if args.quick else "") + (f"-{args.only}" if args.only else "")
+        path = os.path.join(args.results, f"{stamp}{suffix}.json")
         raw = [{"scenario": list(k), "rounds": v} for k, v in b.raw.items()]
         with open(path + ".tmp", "w") as f:
             json.dump({"meta": meta, "summary": s, "goals": g, "raw": raw}, f, indent=1)
@@ -876,6 +907,20 @@ def main():
         b.stack.close()
         for d in (b.tmp, b.disk, b.shm):
             shutil.rmtree(d, ignore_errors=True)
+
+
+def rate_rounds(b, rounds):
+    """The request-rate rows: every rate, every tool once per round, the order rotated."""
+    plan = [(("rate", key, rate), getattr(b, method), (rate, RATE_PROCS, rate_n(rate)) +
+             ((per_process(rate),) if per_process else ()))
+            for rate in RATE_LIMITS for key, _, method, per_process in RATE_TOOLS]
+    for rnd in range(rounds):
+        rot = rnd % len(RATE_TOOLS)
+        for i in range(0, len(plan), len(RATE_TOOLS)):
+            same_rate = plan[i:i + len(RATE_TOOLS)]
+            for key, fn, a in same_rate[rot:] + same_rate[:rot]:
+                b.record(key, fn, *a)
+        print(f"rate limit: round {rnd + 1}/{rounds} done", flush=True)
 
 
 def profile(b, args):

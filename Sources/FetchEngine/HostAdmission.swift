@@ -46,8 +46,7 @@ public final class HostAdmission: Sendable {
 
     /// Starts the request now if its host allows it without waiting (no callback then).
     public func startNow(_ ticket: HostScheduler.Ticket) -> Bool {
-        let now = self.now
-        return state.withLock { $0.scheduler.startNow(ticket, now: now) }
+        state.withLock { $0.scheduler.startNow(ticket, now: now) }
     }
 
     /// Takes a waiting request out of the queue; its callback gets `error`. False when it
@@ -98,16 +97,20 @@ public final class HostAdmission: Sendable {
 
     /// Starts whatever may start, then sets the timer for the next time-bound start.
     private func pump() {
-        let now = self.now
         let (ready, wakeup) = state.withLock { s -> ([Admitted], Double?) in
+            // Read under the lock: starts are counted in the order and at the time they are
+            // decided, not at a moment before a wait for the lock.
+            let now = self.now
             s.scheduler.expire(now: now)
             let admitted = s.scheduler.admit(now: now).compactMap { s.waiters.removeValue(forKey: $0.id) }
             let next = s.scheduler.nextWakeup(now: now)
             if next != s.timerDeadline {
                 s.timerDeadline = next
                 if let next {
-                    let delay = max(0, next - now)
-                    timer.schedule(deadline: .now() + .nanoseconds(Int((delay * 1e9).rounded(.up))), leeway: .nanoseconds(0))
+                    // An absolute deadline on `now`'s clock, so that the time since `now` was
+                    // read (or a preemption) does not make the timer late.
+                    let due = origin.uptimeNanoseconds + UInt64((max(0, next) * 1e9).rounded(.up))
+                    timer.schedule(deadline: DispatchTime(uptimeNanoseconds: due), leeway: .nanoseconds(0))
                 } else {
                     timer.schedule(deadline: .distantFuture)
                 }

@@ -1,7 +1,9 @@
 /// Decides when each request may start, per host: at most `maxConcurrent` at once, and a
 /// token bucket (GCRA) of `requestsPerSecond` with `burst`, so that in any window of T
-/// seconds at most burst + rps x T requests start. Waiting requests start by priority
-/// (higher first), first come first served among equals. A host can be paused (a 429 or
+/// seconds at most burst + rps x (T + slack) requests start, where the slack (half an
+/// interval, at most 2 ms) is how late a start may be and still keep its place in the
+/// schedule (docs/rate-limits.md has the rule and the proof). Waiting requests start by
+/// priority (higher first), first come first served among equals. A host can be paused (a 429 or
 /// 503 with Retry-After) for every client at once.
 ///
 /// Pure: time is an argument of every call (seconds on a monotonic clock), nothing sleeps,
@@ -19,7 +21,18 @@ public struct HostScheduler: Sendable {
             self.requestsPerSecond = requestsPerSecond
             self.burst = max(1, burst)
         }
+
+        /// How late a start may come and still count from its due time rather than from
+        /// when it happened: half an interval, at most `maxSlack`; 0 without a rate.
+        public var slack: Double {
+            guard let rps = requestsPerSecond, rps > 0 else { return 0 }
+            return min(0.5 / rps, HostScheduler.maxSlack)
+        }
     }
+
+    /// The most slack any rate gets: covers a timer that fires late by a few tenths of a
+    /// millisecond (as the admission timer does), with room to spare on a busy machine.
+    public static let maxSlack = 0.002
 
     public struct Ticket: Sendable, Equatable {
         public let id: UInt64
@@ -44,11 +57,16 @@ public struct HostScheduler: Sendable {
         public var theoreticalArrival: Double = -Double.infinity
         public var pausedUntil: Double?
 
-        /// Counts a start against the host's concurrency and its rate.
+        /// Counts a start against the host's concurrency and its rate. A start at most the
+        /// slack after `tat` (a timer that fired late) counts from `tat`, so the lateness
+        /// does not push the rest of the schedule back; a later one (after an idle gap)
+        /// counts from `now`, as GCRA does. Either way `tat` grows by at least one interval
+        /// per start and never lags `now` by more than the slack: that keeps the window bound.
         fileprivate mutating func start(now: Double, limit: Limit) {
             running += 1
             if let rps = limit.requestsPerSecond, rps > 0 {
-                theoreticalArrival = max(theoreticalArrival, now) + 1 / rps
+                let from = now <= theoreticalArrival + limit.slack ? theoreticalArrival : now
+                theoreticalArrival = from + 1 / rps
             }
         }
 
@@ -210,11 +228,13 @@ public struct HostScheduler: Sendable {
         hosts[host] = nil
     }
 
-    /// Drops pauses that have ended and buckets that have refilled, then idle hosts.
+    /// Drops pauses that have ended and buckets that have refilled, then idle hosts. A
+    /// bucket is forgotten only once `tat` is more than `maxSlack` behind: until then the
+    /// next start may still count from it.
     public mutating func expire(now: Double) {
         for host in Array(hosts.keys) {
             if let paused = hosts[host]?.pausedUntil, paused <= now { hosts[host]?.pausedUntil = nil }
-            if let tat = hosts[host]?.theoreticalArrival, tat <= now, tat != -Double.infinity {
+            if let tat = hosts[host]?.theoreticalArrival, tat <= now - HostScheduler.maxSlack, tat != -Double.infinity {
                 hosts[host]?.theoreticalArrival = -Double.infinity
             }
             forgetIfIdle(host)
