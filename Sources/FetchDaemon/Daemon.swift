@@ -54,9 +54,10 @@ public final class Daemon: Sendable {
         let jobs = JobRegistry(services: JobServices(
             engine: engine, admission: admission, httpLog: httpLog, log: log,
             answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { WriteCork.around($0) }),
-            tasks: tasks))
+            tasks: tasks, blocking: WorkerThreads(name: "fetchd-blocking", count: 4),
+            timers: DispatchQueue(label: "fetchd.retry-waits")))
         self.jobs = jobs
-        let runner = JobRunner(jobs: jobs)
+        let driver = JobDriver(jobs: jobs)
         let policy = FilePolicy(allowedDirectories: options.allowedDirectories)
         let startedAt = ContinuousClock.now
 
@@ -65,9 +66,9 @@ public final class Daemon: Sendable {
         let methods: [any RPCMethod] = [
             PingMethod(),
             GetStatusMethod(jobs: jobs, httpLog: httpLog, startedAt: startedAt) { serverBox.server?.connectionCount ?? 0 },
-            FetchMethod(runner: runner, policy: policy),
-            DownloadMethod(runner: runner, policy: policy),
-            UploadMethod(runner: runner, policy: policy),
+            FetchMethod(driver: driver, policy: policy),
+            DownloadMethod(driver: driver, policy: policy),
+            UploadMethod(driver: driver, policy: policy),
             CancelMethod(jobs: jobs),
             ListJobsMethod(jobs: jobs),
             SetRateLimitMethod(admission: admission),

@@ -42,6 +42,8 @@ enum ErrorMapping {
             return RPCError(.overloaded, "Overloaded: too many requests waiting", data: ["limit": JSONValue(overloaded.limit)])
         case let refused as NotAllowed:
             return RPCError(.notAllowed, "Not allowed", data: ["detail": .string(refused.detail)])
+        case let duplicate as DuplicateJobID:
+            return RPCError.invalidParams(field: "jobId", "a live job already has the id \"\(duplicate.jobID)\"")
         default:
             return RPCError(.internalError, "Internal error", data: ["detail": .string(String(describing: error))])
         }

@@ -33,10 +33,14 @@ public struct DownloadTarget: Sendable {
 }
 
 /// What a finished download wrote.
-public struct DownloadOutcome: Sendable, Equatable {
+public struct DownloadOutcome: Sendable {
     /// Size of the part file now.
     public var fileBytes: Int64
-    public var sha256: String
+    /// The digest of the whole file (lowercase hex). Reading it waits for the download's
+    /// hashing queue to finish its last blocks, so it is never read on the engine thread:
+    /// the transfer ends without waiting for the hash.
+    public var sha256: String { digest.hex }
+    let digest: PendingDigest
     /// True when this attempt continued existing bytes.
     public var resumed: Bool
     /// False when the answer was not 2xx and the file was left alone.
@@ -207,8 +211,7 @@ final class DownloadSink: @unchecked Sendable {
     func finish(status: Int, headers: [HTTPHeader]) -> DownloadOutcome {
         if !decided { decide(status: status, headers: headers) }  // an empty body
         flush()
-        var digest = hasher.result()
-        return DownloadOutcome(fileBytes: offset, sha256: digest.finishHex(), resumed: resumed, wroteFile: toFile)
+        return DownloadOutcome(fileBytes: offset, digest: PendingDigest(hasher), resumed: resumed, wroteFile: toFile)
     }
 
     /// "bytes 100-199/1000" -> 100
@@ -305,12 +308,31 @@ final class BackgroundHasher: @unchecked Sendable {
         spares.withLock { $0.popLast() }
     }
 
+    /// After the blocks already queued (a restart from zero): nobody waits for it.
     func reset(to start: SHA256) {
-        queue.sync { hasher = start }
+        queue.async { [self] in hasher = start }
     }
 
     /// Waits for every queued piece, then returns the state.
     func result() -> SHA256 {
         queue.sync { hasher }
+    }
+}
+
+/// The digest of a download, finished once its hashing queue has hashed every block.
+final class PendingDigest: Sendable {
+    private let hasher: BackgroundHasher
+    private let value = Locked<String?>(nil)
+
+    init(_ hasher: BackgroundHasher) {
+        self.hasher = hasher
+    }
+
+    var hex: String {
+        if let known = value.withLock({ $0 }) { return known }
+        var state = hasher.result()
+        let hex = state.finishHex()
+        value.withLock { $0 = hex }
+        return hex
     }
 }

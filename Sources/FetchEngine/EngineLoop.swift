@@ -42,6 +42,9 @@ final class EngineLoop: @unchecked Sendable {
         fetchd_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxCachedConnections)
     }
 
+    /// Whether the calling thread is the engine thread.
+    var isCurrent: Bool { pthread_self() == engineThread.load(ordering: .relaxed) }
+
     func submit(_ command: Command) {
         // Only the command that finds the queue empty wakes the thread: the others are
         // drained by that same wake-up (one socketpair write serves a burst).
@@ -127,6 +130,7 @@ final class EngineLoop: @unchecked Sendable {
     }
 
     private func begin(_ transfer: Transfer) {
+        assert(isCurrent, "transfers begin on the engine thread")
         if stopping {
             transfer.finish(.failure(TransferError(.cancelled, "engine stopped")))
             return
@@ -186,6 +190,7 @@ final class EngineLoop: @unchecked Sendable {
     /// Takes the transfer out of the multi handle, reports its last progress and result,
     /// and returns its handle to the pool.
     private func end(_ transfer: Transfer, _ result: Result<HTTPResponse, TransferError>) {
+        assert(isCurrent, "transfers end on the engine thread")
         active[transfer.id] = nil
         activeCount.store(active.count, ordering: .relaxed)
         // A failed attempt's body is dropped now; a response's body is the client's until its

@@ -15,6 +15,17 @@ public final class HTTPEngine: Sendable {
         NamedThread.start("fetchd-engine") { loop.run() }
     }
 
+    /// Thread rules, checked in debug builds (as swift-nio's preconditionInEventLoop): what
+    /// may wait (a file's open, a hash, a lock held across I/O) never runs on the engine
+    /// thread; what touches libcurl's handles runs only there.
+    public func assertNotOnEngineThread(file: StaticString = #fileID, line: UInt = #line) {
+        assert(!loop.isCurrent, "this must not run on the engine thread", file: file, line: line)
+    }
+
+    public func assertOnEngineThread(file: StaticString = #fileID, line: UInt = #line) {
+        assert(loop.isCurrent, "this must run on the engine thread", file: file, line: line)
+    }
+
     /// libcurl's version text, for `--version` and `getStatus`.
     public static var curlVersion: String { String(cString: curl_version()) }
 

@@ -50,10 +50,24 @@ final class JobMachineTests: XCTestCase {
     func testAnotherAttemptAtOnceSkipsTheWait() {
         // A download whose range the server can't satisfy (416) starts over in the same job;
         // a resumable upload's next chunk is the next attempt.
-        let (m, actions, _) = run([.begin, .starting, .attemptEnded(.again(delay: 0, reason: "restart")), .starting])
+        let (m, actions, _) = run([.begin, .starting, .attemptEnded(.next), .starting])
         XCTAssertEqual(actions, [.attempt, .startTransfer, .attempt, .startTransfer])
         XCTAssertEqual(m.state, .running)
         XCTAssertEqual(m.attempts, 2, "one job, two attempts")
+    }
+
+    func testAHoldThatRefusesTheAttempt() {
+        // The host's queue is full (-32005): the attempt ends without starting.
+        let (m, actions, _) = run([.begin, .held, .attemptEnded(.final), .resultMade(succeeded: false)])
+        XCTAssertEqual(actions, [.attempt, .finish, .answer])
+        XCTAssertEqual(m.state, .failed)
+    }
+
+    func testARetryAfterNoWaitIsStillARetry() {
+        // Retry-After: 0 -> the client still hears `retrying` (delayMs 0).
+        let (m, actions, _) = run([.begin, .starting, .attemptEnded(.again(delay: 0, reason: "status 503"))], now: 3)
+        XCTAssertEqual(actions.last, .scheduleRetry(delay: 0, attempt: 2, reason: "status 503"))
+        XCTAssertEqual(m.state, .waitingToRetry(until: 3))
     }
 
     func testAnAttemptThatFailsBeforeItStarts() {
@@ -89,7 +103,7 @@ final class JobMachineTests: XCTestCase {
 
     func testCancelWhileAStageIsAboutToHoldIt() {
         let (_, actions, _) = run([.begin, .cancel(.cancel), .held])
-        XCTAssertEqual(actions, [.attempt, .answerCancelled(.cancel), .stopWaiting])
+        XCTAssertEqual(actions, [.attempt, .answerCancelled(.cancel), .abandonAttempt], "the hold is never started")
     }
 
     func testCancelDuringTheTransfer() {
@@ -129,7 +143,7 @@ final class JobMachineTests: XCTestCase {
 
     func testTheRangeRestartIsCancellableThroughout() {
         // 416 -> start over: the cancel between the two attempts is taken, once.
-        let (m, actions, taken) = run([.begin, .starting, .attemptEnded(.again(delay: 0, reason: "restart")), .cancel(.cancel)])
+        let (m, actions, taken) = run([.begin, .starting, .attemptEnded(.next), .cancel(.cancel)])
         XCTAssertEqual(actions.last, .answerCancelled(.cancel))
         XCTAssertEqual(taken.last, true)
         XCTAssertEqual(m.state, .cancelled(.cancel))

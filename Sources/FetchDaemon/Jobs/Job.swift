@@ -2,6 +2,7 @@ import FetchEngine
 import Dispatch
 import FoundationEssentials
 import Glibc
+import JSONRPC
 import Synchronization
 
 /// Who stopped a job (the `by` of a -32002 error).
@@ -22,19 +23,16 @@ struct JobFailed: Error {
     let error: TransferError
 }
 
-/// One live request of `fetch`, `download` or `upload`, from registration to its answer.
-/// Its lock orders a transfer's start against a cancel, so a cancel is never lost between
-/// "not started yet" and "running".
+/// One live request of `fetch`, `download` or `upload`, from registration to its answer: what
+/// it is (`spec`), where it stands (`JobMachine`, under the job's lock), and what its stages
+/// keep between attempts. `JobDriver` moves it; nothing here performs I/O.
 final class Job: Sendable {
-    enum State: String, Sendable {
-        case queued, running, waiting
-    }
-
     struct Snapshot: Sendable {
         let jobID: String
+        let kind: JobSpec.Kind
         let method: String
         let url: String
-        let state: State
+        let state: JobMachine.State
         let attempt: Int
         let progress: TransferProgress?
         let comment: String?
@@ -43,42 +41,113 @@ final class Job: Sendable {
     let id: String
     let transferID: UInt64
     let connectionID: UInt64
-    let detach: Bool
-    let method: String
-    let url: String
-    let comment: String?
-    private let mutable = Locked(Mutable())
+    let spec: JobSpec
+    /// The connection the job came from: notifications, and its answer, go there.
+    let context: RPCContext
+    /// That connection's memory budget (its answer is counted there).
+    let bodyBudget: BodyBudget?
+    let startedAt = ContinuousClock.now
+    private let mutable: Locked<Mutable>
 
     private struct Mutable {
-        var state = State.queued
-        var attempt = 0
-        var cancelledBy: CancelReason?
-        var finished = false
+        var machine = JobMachine()
         var progress: TransferProgress?
-        /// Set while waiting to retry; resumed by the timer or by a cancel, whichever is first.
-        var waiter: CheckedContinuation<Void, any Error>?
-        /// Set while queued behind the host's limits.
-        var waitingTicket: HostScheduler.Ticket?
         /// Each attempt's request and outcome, kept while HTTP logging is on.
         var records: [AttemptRecord] = []
+        /// The attempt being prepared or held, and how many of its stages have prepared it.
+        var pending: (attempt: Attempt, prepared: Int)?
+        var hold: Hold?
+        /// The outcome the stages decided on, then the answer made from it.
+        var outcome: AttemptOutcome?
+        var answer: Result<JSONValue, any Error>?
+        var reply: ReplyingRPCMethod.Reply?
     }
 
-    /// The budget of the connection the job came from (its answer goes there).
-    let bodyBudget: BodyBudget?
+    /// What the stages keep between a job's attempts. The driver calls a job's stages one at a
+    /// time, each step handing over to the next through the engine's command queue, a lock or
+    /// a queue, so this is never touched by two threads at once.
+    nonisolated(unsafe) var pipeline = PipelineState()
 
-    init(id: String, transferID: UInt64, connectionID: UInt64, detach: Bool, method: String, url: String, comment: String?,
-         bodyBudget: BodyBudget? = nil) {
-        self.bodyBudget = bodyBudget
+    init(id: String, transferID: UInt64, connectionID: UInt64, spec: JobSpec, context: RPCContext,
+         bodyBudget: BodyBudget? = nil, reply: @escaping ReplyingRPCMethod.Reply) {
         self.id = id
         self.transferID = transferID
         self.connectionID = connectionID
-        self.detach = detach
-        self.method = method
-        self.url = url
-        self.comment = comment
+        self.spec = spec
+        self.context = context
+        self.bodyBudget = bodyBudget
+        mutable = Locked(Mutable(reply: reply))
     }
 
-    var attempts: Int { mutable.withLock { $0.attempt } }
+    var detach: Bool { spec.model.detach }
+    var comment: String? { spec.model.comment }
+
+    /// Attempts handed to the engine so far.
+    var attempts: Int { mutable.withLock { $0.machine.attempts } }
+
+    var state: JobMachine.State { mutable.withLock { $0.machine.state } }
+
+    /// Moves the machine under the job's lock; the caller performs the actions after it.
+    func transition(_ event: JobMachine.Event, now: Double) -> (actions: [JobMachine.Action], taken: Bool) {
+        mutable.withLock { $0.machine.handle(event, now: now) }
+    }
+
+    // MARK: what the driver keeps between its steps (each taken once)
+
+    func keepPending(_ attempt: Attempt, prepared: Int, hold: Hold? = nil) {
+        mutable.withLock { m in
+            m.pending = (attempt, prepared)
+            m.hold = hold
+        }
+    }
+
+    func takePending() -> (attempt: Attempt, prepared: Int)? {
+        mutable.withLock { m in
+            defer { m.pending = nil }
+            return m.pending
+        }
+    }
+
+    func takeHold() -> Hold? {
+        mutable.withLock { m in
+            defer { m.hold = nil }
+            return m.hold
+        }
+    }
+
+    func keepOutcome(_ outcome: AttemptOutcome) {
+        mutable.withLock { $0.outcome = outcome }
+    }
+
+    func takeOutcome() -> AttemptOutcome? {
+        mutable.withLock { m in
+            defer { m.outcome = nil }
+            return m.outcome
+        }
+    }
+
+    func keepAnswer(_ answer: Result<JSONValue, any Error>) {
+        mutable.withLock { $0.answer = answer }
+    }
+
+    /// The answer made and the reply to send it with, once.
+    func takeAnswerAndReply() -> (Result<JSONValue, any Error>?, ReplyingRPCMethod.Reply?) {
+        mutable.withLock { m in
+            defer {
+                m.answer = nil
+                m.reply = nil
+            }
+            return (m.answer, m.reply)
+        }
+    }
+
+    func record(_ progress: TransferProgress) {
+        mutable.withLock { $0.progress = progress }
+    }
+
+    func record(_ attempt: AttemptRecord) {
+        mutable.withLock { $0.records.append(attempt) }
+    }
 
     /// What HTTP logs say about the job itself.
     struct Info: Sendable {
@@ -100,175 +169,15 @@ final class Job: Sendable {
 
     var snapshot: Snapshot {
         mutable.withLock {
-            Snapshot(jobID: id, method: method, url: url, state: $0.state, attempt: $0.attempt,
-                     progress: $0.progress, comment: comment)
+            Snapshot(jobID: id, kind: spec.kind, method: spec.request.method, url: spec.request.url,
+                     state: $0.machine.state, attempt: $0.machine.attempts, progress: $0.progress, comment: comment)
         }
     }
+}
 
-    /// Runs one attempt: waits for its host's turn (limits shared by every client), then
-    /// performs it on the engine, unless the job was cancelled first.
-    func attempt(
-        _ request: HTTPRequest, host: HostKey, priority: Int, on services: JobServices,
-        onProgress: (@Sendable (TransferProgress) -> Void)?
-    ) async throws -> HTTPResponse {
-        try await waitForHost(ticket(host: host, priority: priority), services: services)
-        return try await withUnsafeThrowingContinuation { continuation in
-            launch(request, host: host, on: services, onProgress: onProgress) { continuation.resume(with: $0) }
-        }
-    }
-
-    /// Starts an attempt at once when its host has room: `completion` then gets its outcome
-    /// (on the engine thread, or here when it cannot start). False, and nothing started, when
-    /// the attempt has to queue behind the host's limits: `attempt` does that.
-    func attemptNow(
-        _ request: HTTPRequest, host: HostKey, priority: Int, on services: JobServices,
-        onProgress: (@Sendable (TransferProgress) -> Void)?,
-        completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void
-    ) throws -> Bool {
-        guard try startIfHostFree(ticket(host: host, priority: priority), services: services) else { return false }
-        launch(request, host: host, on: services, onProgress: onProgress, completion: completion)
-        return true
-    }
-
-    private func ticket(host: HostKey, priority: Int) -> HostScheduler.Ticket {
-        HostScheduler.Ticket(id: transferID, host: host, priority: priority)
-    }
-
-    /// Hands an admitted attempt to the engine. From here it holds one of the host's slots
-    /// until it ends. The outcome is recorded for HTTP logs; a cancel that was acknowledged
-    /// wins over a result that raced it.
-    private func launch(
-        _ request: HTTPRequest, host: HostKey, on services: JobServices,
-        onProgress: (@Sendable (TransferProgress) -> Void)?,
-        completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void
-    ) {
-        var request = request
-        request.recordsExchange = services.httpLog.isEnabled
-        // Bodies kept in memory count against what the client's connection may hold.
-        if case .memory = request.destination { request.bodyBudget = bodyBudget }
-        let observe: @Sendable (TransferProgress) -> Void = { [self] progress in
-            mutable.withLock { $0.progress = progress }
-            onProgress?(progress)
-        }
-        let startedAt = Date()
-        let recorded = request
-        let ended: @Sendable (Result<HTTPResponse, TransferError>) -> Void = { [self] outcome in
-            services.admission.finished(host)
-            let (cancelledBy, attempts) = mutable.withLock { m -> (CancelReason?, Int) in
-                if recorded.recordsExchange {
-                    m.records.append(AttemptRecord(number: m.attempt, startedAt: startedAt, request: recorded, outcome: outcome))
-                }
-                return (m.cancelledBy, m.attempt)
-            }
-            if let by = cancelledBy { return completion(.failure(JobCancelled(jobID: id, by: by))) }
-            completion(outcome.mapError { JobFailed(jobID: id, attempts: attempts, error: $0) })
-        }
-        let refusal = mutable.withLock { m -> (any Error)? in
-            if let by = m.cancelledBy { return JobCancelled(jobID: id, by: by) }
-            do {
-                try services.engine.start(request, id: transferID, onProgress: observe, completion: ended)
-            } catch {
-                return error
-            }
-            m.state = .running
-            m.attempt += 1
-            return nil
-        }
-        if let refusal {
-            services.admission.finished(host)
-            completion(.failure(refusal))
-        }
-    }
-
-    /// Takes one of the host's slots now if its limits allow it without waiting.
-    private func startIfHostFree(_ ticket: HostScheduler.Ticket, services: JobServices) throws -> Bool {
-        try mutable.withLock { m throws -> Bool in
-            if let by = m.cancelledBy { throw JobCancelled(jobID: id, by: by) }
-            return services.admission.startNow(ticket)
-        }
-    }
-
-    /// Queues behind the host's limits; a cancel takes the job out of the queue.
-    private func waitForHost(_ ticket: HostScheduler.Ticket, services: JobServices) async throws {
-        // Most requests find their host free: start without suspending.
-        if try startIfHostFree(ticket, services: services) { return }
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let refusal = mutable.withLock { m -> (any Error)? in
-                if let by = m.cancelledBy { return JobCancelled(jobID: id, by: by) }
-                do {
-                    // Only a job's first attempt can be refused for a full queue.
-                    try services.admission.enqueue(ticket, alreadyAccepted: m.attempt > 0) { continuation.resume(with: $0) }
-                } catch {
-                    return error
-                }
-                m.state = .queued
-                m.waitingTicket = ticket
-                return nil
-            }
-            if let refusal { continuation.resume(throwing: refusal) }
-        }
-        mutable.withLock { $0.waitingTicket = nil }
-    }
-
-    /// Timers for the waits between attempts. A serial queue: `DispatchQueue.global()` would
-    /// start libdispatch's workqueue, whose monitor then wakes the process every second.
-    private static let retryTimers = DispatchQueue(label: "fetchd.retry-waits")
-
-    /// Waits before the next attempt; a cancel ends the wait at once.
-    func waitBeforeRetry(seconds: Double) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let cancelledBy = mutable.withLock { m -> CancelReason? in
-                if let by = m.cancelledBy { return by }
-                m.state = .waiting
-                m.waiter = continuation
-                return nil
-            }
-            if let by = cancelledBy {
-                continuation.resume(throwing: JobCancelled(jobID: id, by: by))
-                return
-            }
-            Self.retryTimers.asyncAfter(deadline: .now() + seconds) { [self] in
-                let waiter = mutable.withLock { m -> CheckedContinuation<Void, any Error>? in
-                    defer { m.waiter = nil }
-                    if m.waiter != nil { m.state = .queued }
-                    return m.waiter
-                }
-                waiter?.resume()
-            }
-        }
-    }
-
-    /// Marks the job cancelled and stops its transfer or its wait. False when it had
-    /// already finished or been cancelled.
-    func cancel(by reason: CancelReason, services: JobServices) -> Bool {
-        let (cancelled, waiter) = mutable.withLock { m -> (Bool, CheckedContinuation<Void, any Error>?) in
-            guard !m.finished, m.cancelledBy == nil else { return (false, nil) }
-            m.cancelledBy = reason
-            if let ticket = m.waitingTicket {
-                services.admission.cancel(ticket, error: JobCancelled(jobID: id, by: reason))
-            }
-            if m.state == .running { services.engine.cancel(transferID) }
-            defer { m.waiter = nil }
-            return (true, m.waiter)
-        }
-        waiter?.resume(throwing: JobCancelled(jobID: id, by: reason))
-        return cancelled
-    }
-
-    /// The job's outcome is decided: from now on a cancel answers false. Returns who
-    /// cancelled it first, if anyone did: then the outcome is that cancel.
-    func settle() -> CancelReason? {
-        mutable.withLock { m in
-            if let by = m.cancelledBy { return by }
-            m.finished = true
-            return nil
-        }
-    }
-
-    /// After this, cancels answer false.
-    func markFinished() {
-        mutable.withLock { $0.finished = true }
-    }
+/// What the stages of one job keep between its attempts.
+struct PipelineState: Sendable {
+    var retry = RetryState()
 }
 
 /// What jobs run on: the engine, and the admission queue that applies every host's limits.
@@ -281,4 +190,27 @@ struct JobServices: Sendable {
     let answers: WorkerThreads
     /// Where jobs that wait (retries, queues, large answers) continue as tasks.
     let tasks: WorkerThreads
+    /// Blocking file work (a part file's hash, fsync, landing): threads of their own.
+    let blocking: WorkerThreads
+    /// The waits between attempts. A serial queue: `DispatchQueue.global()` would start
+    /// libdispatch's workqueue, whose monitor then wakes the process every second.
+    let timers: DispatchQueue
+    /// The stages every job passes through (Pipeline.common), made once.
+    let commonStages: [any Stage]
+
+    init(engine: HTTPEngine, admission: HostAdmission, httpLog: HTTPLog, log: Logger, answers: WorkerThreads,
+         tasks: WorkerThreads, blocking: WorkerThreads, timers: DispatchQueue) {
+        self.engine = engine
+        self.admission = admission
+        self.httpLog = httpLog
+        self.log = log
+        self.answers = answers
+        self.tasks = tasks
+        self.blocking = blocking
+        self.timers = timers
+        commonStages = Pipeline.common(admission: admission, log: log)
+    }
+
+    /// Seconds on the monotonic clock (the machine's and the host scheduler's clock).
+    var now: Double { admission.now }
 }

@@ -5,7 +5,7 @@
 /// after letting go of it.
 ///
 /// ```
-///            begin / retryTimerFired / again(0)
+///            begin / retryTimerFired / next
 ///   queued ─────────────► (attempt: the stages prepare it) ──held──► waitingForHost
 ///     ▲                       │ starting                              │ released
 ///     │                       ▼                                       ▼
@@ -88,7 +88,11 @@ struct JobMachine: Sendable, Equatable {
     }
 
     enum Decision: Equatable, Sendable {
+        /// A retry, after `delay` seconds (announced to the client, even when 0).
         case again(delay: Double, reason: String)
+        /// The job's next step at once: a resumable upload's next chunk, a download that
+        /// starts over after a 416. Not a retry.
+        case next
         case final
     }
 
@@ -139,20 +143,20 @@ struct JobMachine: Sendable, Equatable {
             // Cancelled while the stages prepared it, or as the host let it go.
             return ([.abandonAttempt], false)
         case (.cancelled, .held):
-            return ([.stopWaiting], false)
+            return ([.abandonAttempt], false)
         case (.running, .handedOver):
             return ([], true)
         case (.cancelling, .handedOver):
             return ([.cancelTransfer], true)
 
+        case (.running, .attemptEnded(.next)):
+            state = .queued
+            return ([.attempt], true)
         case (.running, .attemptEnded(.again(let delay, let reason))), (.queued, .attemptEnded(.again(let delay, let reason))):
-            guard delay > 0 else {
-                state = .queued
-                return ([.attempt], true)
-            }
             state = .waitingToRetry(until: now + delay)
             return ([.scheduleRetry(delay: delay, attempt: attempts + 1, reason: reason)], true)
-        case (.running, .attemptEnded(.final)), (.queued, .attemptEnded(.final)):
+        case (.running, .attemptEnded(.final)), (.queued, .attemptEnded(.final)), (.waitingForHost, .attemptEnded(.final)):
+            // (held: the queue refused it)
             state = .finishing
             return ([.finish], true)
         case (.cancelling(let by), .attemptEnded):

@@ -32,16 +32,15 @@ final class JobRegistry: Sendable {
     }
 
     /// Registers a job under the client's id, or a fresh one.
-    func register(jobID: String?, connectionID: UInt64, detach: Bool, method: String, url: String, comment: String?) throws -> Job {
-        try state.withLock { s throws -> Job in
+    func register(_ spec: JobSpec, context: RPCContext, reply: @escaping ReplyingRPCMethod.Reply) throws -> Job {
+        let jobID = spec.model.jobID, detach = spec.model.detach, connectionID = context.connectionID
+        return try state.withLock { s throws -> Job in
             if s.shuttingDown { throw JobCancelled(jobID: jobID ?? "", by: .shutdown) }
             let number = s.nextNumber
             s.nextNumber += 1
             var id = jobID ?? "job-\(number)"
             if let jobID {
-                guard s.live[jobID] == nil else {
-                    throw RPCError.invalidParams(field: "jobId", "a live job already has the id \"\(jobID)\"")
-                }
+                guard s.live[jobID] == nil else { throw DuplicateJobID(jobID: jobID) }
             } else {
                 var extra = number
                 while s.live[id] != nil {
@@ -52,8 +51,8 @@ final class JobRegistry: Sendable {
             if !detach && s.vanishedConnections.contains(connectionID) {
                 throw JobCancelled(jobID: id, by: .disconnect)
             }
-            let job = Job(id: id, transferID: number, connectionID: connectionID, detach: detach,
-                          method: method, url: url, comment: comment, bodyBudget: s.budgets[connectionID])
+            let job = Job(id: id, transferID: number, connectionID: connectionID, spec: spec, context: context,
+                          bodyBudget: s.budgets[connectionID], reply: reply)
             s.live[id] = job
             return job
         }
@@ -68,7 +67,6 @@ final class JobRegistry: Sendable {
     }
 
     func finish(_ job: Job, succeeded: Bool) {
-        job.markFinished()
         let drained = state.withLock { s -> Bool in
             s.live[job.id] = nil
             if succeeded { s.finished += 1 } else { s.failed += 1 }
@@ -79,7 +77,7 @@ final class JobRegistry: Sendable {
 
     func cancel(jobID: String, by reason: CancelReason) -> Bool {
         guard let job = state.withLock({ $0.live[jobID] }) else { return false }
-        return job.cancel(by: reason, services: services)
+        return JobDriver(jobs: self).cancel(job, by: reason)
     }
 
     /// The connection's peer is gone: its jobs stop unless they were sent with `detach`.
@@ -88,7 +86,7 @@ final class JobRegistry: Sendable {
             s.vanishedConnections.insert(connectionID)
             return s.live.values.filter { $0.connectionID == connectionID && !$0.detach }
         }
-        for job in jobs { _ = job.cancel(by: .disconnect, services: services) }
+        for job in jobs { _ = JobDriver(jobs: self).cancel(job, by: .disconnect) }
     }
 
     func connectionOpened(_ connectionID: UInt64, budget: BodyBudget) {
@@ -108,7 +106,7 @@ final class JobRegistry: Sendable {
     }
 
     func cancelAll(by reason: CancelReason) {
-        for job in state.withLock({ Array($0.live.values) }) { _ = job.cancel(by: reason, services: services) }
+        for job in state.withLock({ Array($0.live.values) }) { _ = JobDriver(jobs: self).cancel(job, by: reason) }
     }
 
     var liveCount: Int { state.withLock { $0.live.count } }
@@ -121,12 +119,17 @@ final class JobRegistry: Sendable {
         let (jobs, finished, failed) = state.withLock { (Array($0.live.values), $0.finished, $0.failed) }
         var counts = Counts(finished: finished, failed: failed)
         for job in jobs {
-            switch job.snapshot.state {
-            case .queued: counts.queued += 1
-            case .running: counts.running += 1
-            case .waiting: counts.waiting += 1
+            switch job.state.contractName {
+            case "queued": counts.queued += 1
+            case "waiting": counts.waiting += 1
+            default: counts.running += 1
             }
         }
         return counts
     }
+}
+
+/// A `jobId` that a live job already has (-32602, field `jobId`).
+struct DuplicateJobID: Error {
+    let jobID: String
 }

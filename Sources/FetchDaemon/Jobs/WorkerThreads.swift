@@ -2,7 +2,7 @@ import FetchEngine
 import Glibc
 
 /// A fixed set of named threads that run work in the order it was handed over. Idle threads
-/// wait on a condition variable and wake only for work. The daemon has three:
+/// wait on a condition variable and wake only for work. The daemon (`Daemon`) makes four sets:
 ///
 /// - the task threads, a Swift `TaskExecutor`: every `Task` of the daemon is created with them
 ///   as its executor preference and never runs on Swift's default global executor. On Linux
@@ -13,7 +13,8 @@ import Glibc
 ///   the engine thread is busy. Under load the engine hands it work in bursts (one wake-up
 ///   for many answers) and goes back to libcurl, so building and writing answers runs beside
 ///   the transfers instead of between them. An idle engine answers itself: no thread hop.
-/// - the blocking-file threads (`BlockingIO`).
+/// - the blocking-file threads: a part file's hash, fsync and landing, and preparing the
+///   attempts of jobs that open files the client named.
 final class WorkerThreads: TaskExecutor, @unchecked Sendable {
     typealias Burst = @Sendable (() -> Void) -> Void
 

@@ -41,39 +41,20 @@ struct DownloadMethod: RPCMethod {
     /// An answer outside 200-299 keeps this much of its body in the result.
     static let errorBodyLimit = 64 << 10
 
-    let runner: JobRunner
+    let driver: JobDriver
     let policy: FilePolicy
 
     func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
         let params = try Params(params, policy: policy)
         let part = PartFile(finalPath: params.path)
         try checkDestination(params)
-        let startedAt = ContinuousClock.now
-        let base = params.model.httpRequest(maxBodyBytes: Self.errorBodyLimit)
-        var resume = params.resume
-        while true {
-            do {
-                let resuming = resume
-                return try await runner.run(
-                    params.model, method: base.method, url: base.url, context: context,
-                    prepare: { try await BlockingIO.run { try request(continuing: part, from: base, resume: resuming, durable: params.fsync) } },
-                    body: { job, response in
-                        // 416 to a range we asked for: the part file already holds the whole
-                        // answer (or more). Start over rather than stay stuck on it.
-                        if response.status == 416 && resuming && (part.size ?? 0) > 0 { throw RangeNotSatisfiable() }
-                        return try await finish(job, response, part: part, params: params, startedAt: startedAt)
-                    })
-            } catch is RangeNotSatisfiable {
-                part.remove()
-                resume = false
-            } catch {
-                part.removeIfEmpty()
-                throw error
-            }
-        }
+        let partStage = PartFileStage(part: part, resume: params.resume, durable: params.fsync, errorBodyLimit: Self.errorBodyLimit)
+        let spec = JobSpec(
+            kind: .download, model: params.model, request: params.model.httpRequest(maxBodyBytes: Self.errorBodyLimit),
+            stages: Pipeline.stages(driver.services, adding: [partStage]), preparesOnWorker: true,
+            answer: JobSpec.Answer(blocking: true) { job, response in try Self.finish(job, response, part: part, params: params) })
+        return try await driver.run(spec, context: context)
     }
-
-    private struct RangeNotSatisfiable: Error {}
 
     /// Refused before any request: an existing file without `overwrite`, or no directory.
     private func checkDestination(_ params: Params) throws {
@@ -94,27 +75,9 @@ struct DownloadMethod: RPCMethod {
         }
     }
 
-    /// The request for the next attempt: from zero, or continuing the part file when it
-    /// has bytes and the validator of the answer they came from.
-    private func request(continuing part: PartFile, from base: HTTPRequest, resume: Bool, durable: Bool) throws -> HTTPRequest {
-        var request = base
-        var offset: Int64 = 0
-        var hash = SHA256()
-        if resume, let size = part.size, size > 0, let validator = part.validator {
-            hash = try part.hash(upTo: size)
-            offset = size
-            request.headers.append(HTTPHeader("Range", "bytes=\(size)-"))
-            request.headers.append(HTTPHeader("If-Range", validator))
-        }
-        request.destination = .file(DownloadTarget(
-            partPath: part.path, resumeOffset: offset, hashOfExistingBytes: hash, errorBodyLimit: Self.errorBodyLimit,
-            writesBackEarly: durable))
-        return request
-    }
-
-    private func finish(_ job: Job, _ response: HTTPResponse, part: PartFile, params: Params,
-                        startedAt: ContinuousClock.Instant) async throws -> JSONValue {
-        var result = ResponseFields.common(job: job, response: response, startedAt: startedAt)
+    /// On the blocking threads: the digest is awaited and the file lands.
+    private static func finish(_ job: Job, _ response: HTTPResponse, part: PartFile, params: Params) throws -> JSONValue {
+        var result = ResponseFields.common(job: job, response: response)
         result["path"] = .string(params.path)
         guard let outcome = response.download, outcome.wroteFile else {
             // Not 2xx: nothing is written at path; the answer's start is in the result.
@@ -122,15 +85,14 @@ struct DownloadMethod: RPCMethod {
             result["bytes"] = 0
             result["sha256"] = .null
             result["resumed"] = false
-            FetchMethod.addBody(response.body, mode: .auto, to: &result)
+            ResponseBody.add(response.body, mode: .auto, to: &result)
             return .object(result)
         }
         if let expected = params.sha256, expected != outcome.sha256 {
             part.remove()
             throw TransferFileError(path: params.path, detail: "sha256 mismatch: expected \(expected), got \(outcome.sha256); nothing was kept")
         }
-        let overwrite = params.overwrite, durable = params.fsync
-        try await BlockingIO.run { try part.land(overwrite: overwrite, durable: durable) }
+        try part.land(overwrite: params.overwrite, durable: params.fsync)
         result["bytes"] = .integer(outcome.fileBytes)
         result["sha256"] = .string(outcome.sha256)
         result["resumed"] = .bool(outcome.resumed)

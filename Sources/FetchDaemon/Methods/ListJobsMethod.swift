@@ -12,8 +12,9 @@ struct ListJobsMethod: InlineRPCMethod {
         let list: [JSONValue] = jobs.snapshots.map { job in
             let progress = job.progress
             return [
-                "jobId": .string(job.jobID), "method": .string(job.method), "url": .string(job.url),
-                "state": .string(job.state.rawValue), "attempt": JSONValue(job.attempt),
+                "jobId": .string(job.jobID), "kind": .string(job.kind.rawValue),
+                "method": .string(job.method), "url": .string(job.url),
+                "state": .string(job.state.contractName), "phase": .string(job.state.name), "attempt": JSONValue(job.attempt),
                 "sentBytes": .integer(progress?.sentBytes ?? 0),
                 "receivedBytes": .integer(progress?.receivedBytes ?? 0),
                 "totalBytes": progress?.totalReceiveBytes.map(JSONValue.integer) ?? .null,

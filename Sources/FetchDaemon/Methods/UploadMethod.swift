@@ -22,7 +22,7 @@ struct UploadMethod: RPCMethod {
         var fields: [(String, String)] = []
         var skipUnreadable = false
         var resumableChunkSize: Int64?
-        var bodyMode = FetchMethod.BodyMode.auto
+        var bodyMode = ResponseBody.Mode.auto
         var maxBodyBytes = 64 << 20
 
         init(_ params: JSONValue?, policy: FilePolicy) throws {
@@ -45,7 +45,7 @@ struct UploadMethod: RPCMethod {
                 }
             }
             if let skip = try reader.bool("skipUnreadable") { skipUnreadable = skip }
-            (bodyMode, maxBodyBytes) = try FetchMethod.Params.readBodyOptions(&reader)
+            (bodyMode, maxBodyBytes) = try ResponseBody.readOptions(&reader)
             if var resumable = try reader.nested("resumable") {
                 resumableChunkSize = Int64(try resumable.integer("chunkSize", in: 1...(1 << 40)) ?? 8 << 20)
                 try resumable.finish()
@@ -99,7 +99,7 @@ struct UploadMethod: RPCMethod {
         }
     }
 
-    let runner: JobRunner
+    let driver: JobDriver
     let policy: FilePolicy
 
     func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
@@ -117,29 +117,43 @@ struct UploadMethod: RPCMethod {
             readable.append(file)
         }
         params.files = readable
-        let startedAt = ContinuousClock.now
+        let answer = JobSpec.Answer(blocking: false) { [params, failedFiles] job, response in
+            Self.result(job, response, params: params, failedFiles: failedFiles)
+        }
+        var request = params.model.httpRequest(maxBodyBytes: params.maxBodyBytes)
+        let spec: JobSpec
         if let chunkSize = params.resumableChunkSize {
             guard let file = readable.first, case .path(let path) = file.source else {
                 var unreadablePath = ""
                 if case .path(let path)? = requested.first?.source { unreadablePath = path }
                 throw TransferFileError(path: unreadablePath, detail: "the file to upload could not be read")
             }
-            let driver = ResumableUploadDriver(runner: runner)
-            let (job, response) = try await driver.upload(path: path, file: file, chunkSize: chunkSize, params: params, context: context)
-            return Self.result(job, response, params: params, failedFiles: failedFiles, startedAt: startedAt)
+            var info = stat()
+            guard stat(path, &info) == 0 else { throw TransferFileError(path: path, detail: String(cString: strerror(errno))) }
+            let jobs = driver.jobs
+            let session = ResumableUploadStage(
+                path: path, fileSize: Int64(info.st_size), chunkSize: chunkSize, contentType: file.mimetype,
+                engine: driver.services.engine, freshTransferID: { jobs.freshTransferID() })
+            request.body = .none
+            // Retry is on by default for a resumable upload, even with POST: surviving
+            // failures is the point.
+            var policy = params.model.retryPolicy
+            policy.enabled = params.model.retry.enabled ?? true
+            spec = JobSpec(kind: .upload, model: params.model, request: request,
+                           stages: Pipeline.stages(driver.services, adding: [session]), retryPolicy: policy,
+                           preparesOnWorker: true, answer: answer)
+        } else {
+            request.body = .multipart(Self.form(params))
+            spec = JobSpec(kind: .upload, model: params.model, request: request, stages: Pipeline.stages(driver.services),
+                           answer: answer)
         }
-        var request = params.model.httpRequest(maxBodyBytes: params.maxBodyBytes)
-        request.body = .multipart(Self.form(params))
-        return try await runner.run(params.model, request: request, context: context) { job, response in
-            Self.result(job, response, params: params, failedFiles: failedFiles, startedAt: startedAt)
-        }
+        return try await driver.run(spec, context: context)
     }
 
-    static func result(_ job: Job, _ response: HTTPResponse, params: Params, failedFiles: [String],
-                       startedAt: ContinuousClock.Instant) -> JSONValue {
-        var result = ResponseFields.common(job: job, response: response, startedAt: startedAt)
+    static func result(_ job: Job, _ response: HTTPResponse, params: Params, failedFiles: [String]) -> JSONValue {
+        var result = ResponseFields.common(job: job, response: response)
         result["bytes"] = JSONValue(response.body.count)
-        FetchMethod.addBody(response.body, mode: params.bodyMode, to: &result)
+        ResponseBody.add(response.body, mode: params.bodyMode, to: &result)
         result["sentBytes"] = .integer(response.sentBytes)
         result["failedFiles"] = .array(failedFiles.map(JSONValue.string))
         return .object(result)

@@ -40,8 +40,8 @@ enum ResponseFields {
         return lowered ?? name
     }
 
-    static func common(job: Job, response: HTTPResponse, startedAt: ContinuousClock.Instant) -> JSONObject {
-        let elapsed = ContinuousClock.now - startedAt
+    static func common(job: Job, response: HTTPResponse) -> JSONObject {
+        let elapsed = ContinuousClock.now - job.startedAt
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         return [
             "jobId": .string(job.id),

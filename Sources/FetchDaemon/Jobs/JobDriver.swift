@@ -1,0 +1,278 @@
+import Dispatch
+import FetchEngine
+import FoundationEssentials
+import JSONRPC
+
+/// Performs what a job's `JobMachine` asks for, for every kind of job (fetch, download, upload,
+/// resumable upload): runs each attempt through the job's stages, hands it to the engine,
+/// has the stages judge how it ended, waits between attempts, makes the answer and sends it.
+///
+/// Threads: a job starts on the thread that read its request, and each step continues on the
+/// thread that ended the step before (the engine thread after a transfer, the admission
+/// queue after a wait, the timer queue after a retry wait), so a small GET is started and
+/// answered with no hop between threads. The exceptions, each asserted or stated where it
+/// happens: attempts of jobs that open files are prepared on the blocking threads; answers
+/// with large bodies are made on the task threads, and beside a busy engine on the answer
+/// thread; answers that do file work (a download lands) on the blocking threads. The
+/// machine's lock is never held while an action is performed.
+struct JobDriver: Sendable {
+    let jobs: JobRegistry
+    var services: JobServices { jobs.services }
+
+    /// Bodies up to this size become the answer where the job ended; larger ones in a task.
+    static let inlineAnswerBodyBytes = 256 << 10
+    /// With this many transfers still running, answers are made on the answer thread.
+    static let handOffAnswersAboveActive = 4
+
+    /// Registers the job and starts it; its answer goes to `reply`, exactly once, from
+    /// whichever thread ends the job. Registration errors (a duplicate jobId, shutdown) are
+    /// thrown here.
+    func start(_ spec: JobSpec, context: RPCContext, reply: @escaping ReplyingRPCMethod.Reply) throws {
+        let job = try jobs.register(spec, context: context, reply: reply)
+        let comment = spec.model.comment.map { ", comment: \($0)" } ?? ""
+        services.log.debug("job \(job.id) from connection \(context.connectionID): \(spec.request.method) \(spec.request.url)\(comment)")
+        handle(job, .begin)
+    }
+
+    /// `start` for methods that run in a task.
+    func run(_ spec: JobSpec, context: RPCContext) async throws -> JSONValue {
+        try await withUnsafeThrowingContinuation { continuation in
+            do {
+                try start(spec, context: context) { continuation.resume(with: $0) }
+            } catch {
+                continuation.resume(throwing: error)
+            }
+        }
+    }
+
+    /// True when the cancel was taken (the job was queued, running or waiting to retry).
+    func cancel(_ job: Job, by reason: CancelReason) -> Bool {
+        handle(job, .cancel(reason))
+    }
+
+    /// Moves the job's machine, then performs what it asks for, outside its lock.
+    @discardableResult
+    func handle(_ job: Job, _ event: JobMachine.Event) -> Bool {
+        let (actions, taken) = job.transition(event, now: services.now)
+        for action in actions { perform(action, job) }
+        return taken
+    }
+
+    private func perform(_ action: JobMachine.Action, _ job: Job) {
+        switch action {
+        case .attempt: beginAttempt(job)
+        case .startTransfer: launch(job)
+        case .abandonAttempt: abandon(job)
+        case .stopWaiting: job.takeHold()?.cancel(JobCancelled(jobID: job.id, by: .cancel))
+        case .cancelTransfer: services.engine.cancel(job.transferID)
+        case .scheduleRetry(let delay, let attempt, let reason): scheduleRetry(job, delay: delay, attempt: attempt, reason: reason)
+        case .finish: finish(job)
+        case .answerCancelled(let by): ended(job, .failure(JobCancelled(jobID: job.id, by: by)))
+        case .answer: ended(job, nil)
+        }
+    }
+
+    // MARK: an attempt through the stages
+
+    private func beginAttempt(_ job: Job) {
+        let attempt = Attempt(number: job.attempts + 1, request: job.spec.request)
+        if job.spec.preparesOnWorker {
+            services.blocking.execute { prepare(job, attempt, from: 0) }
+        } else {
+            prepare(job, attempt, from: 0)
+        }
+    }
+
+    /// Runs the stages' `prepare` from `first` on; then the attempt starts, ends without the
+    /// network, or waits for a stage's hold.
+    private func prepare(_ job: Job, _ attempt: Attempt, from first: Int) {
+        if job.spec.preparesOnWorker { services.engine.assertNotOnEngineThread() }
+        var attempt = attempt
+        let stages = job.spec.stages
+        var index = first
+        while index < stages.count {
+            let step: Preparation
+            do {
+                step = try stages[index].prepare(&attempt, job)
+            } catch {
+                return endAttempt(job, attempt, prepared: index, .failure(error))
+            }
+            switch step {
+            case .proceed:
+                index += 1
+            case .answer(let outcome):
+                return endAttempt(job, attempt, prepared: index + 1, outcome)
+            case .hold(let hold):
+                job.keepPending(attempt, prepared: index, hold: hold)
+                // Cancelled meanwhile: the hold is never started (abandonAttempt).
+                guard handle(job, .held) else { return }
+                let holding = index
+                hold.start { released in self.released(job, released, holding: holding) }
+                return
+            }
+        }
+        job.keepPending(attempt, prepared: stages.count)
+        handle(job, .starting)
+    }
+
+    /// A stage's hold ended: the attempt goes on past that stage, or ends with its error.
+    private func released(_ job: Job, _ result: Result<Void, any Error>, holding: Int) {
+        switch result {
+        case .success:
+            guard let pending = job.takePending() else { return }
+            // The holding stage has prepared it now (a host slot is taken): a cancel that
+            // raced the release gives it back.
+            job.keepPending(pending.attempt, prepared: holding + 1)
+            guard handle(job, .released), let attempt = job.takePending()?.attempt else { return }
+            if job.spec.preparesOnWorker {
+                services.blocking.execute { prepare(job, attempt, from: holding + 1) }
+            } else {
+                prepare(job, attempt, from: holding + 1)
+            }
+        case .failure(let error):
+            // A cancel (answered already) or a refusal (the host's queue is full).
+            guard let pending = job.takePending() else { return }
+            if job.state.hasEnded {
+                giveBack(job, pending.attempt, prepared: pending.prepared)
+            } else {
+                endAttempt(job, pending.attempt, prepared: pending.prepared, .failure(error))
+            }
+        }
+    }
+
+    /// The prepared attempt must not start: the stages that prepared it give back what they took.
+    private func abandon(_ job: Job) {
+        _ = job.takeHold()
+        guard let pending = job.takePending() else { return }
+        giveBack(job, pending.attempt, prepared: pending.prepared)
+    }
+
+    private func giveBack(_ job: Job, _ attempt: Attempt, prepared: Int) {
+        let cancelled = AttemptOutcome.failure(JobCancelled(jobID: job.id, by: .cancel))
+        for stage in job.spec.stages[0..<prepared].reversed() { stage.ended(attempt, cancelled, job) }
+    }
+
+    /// Hands the prepared attempt to the engine.
+    private func launch(_ job: Job) {
+        guard let (attempt, prepared) = job.takePending() else { return }
+        var request = attempt.request
+        request.recordsExchange = services.httpLog.isEnabled
+        // Bodies kept in memory count against what the client's connection may hold.
+        if case .memory = request.destination { request.bodyBudget = job.bodyBudget }
+        let startedAt = Date()
+        let recorded = request
+        do {
+            try services.engine.start(request, id: job.transferID, onProgress: progressReporter(job)) { outcome in
+                if recorded.recordsExchange {
+                    job.record(Job.AttemptRecord(number: attempt.number, startedAt: startedAt, request: recorded, outcome: outcome))
+                }
+                endAttempt(job, attempt, prepared: prepared,
+                           outcome.mapError { JobFailed(jobID: job.id, attempts: job.attempts, error: $0) })
+            }
+        } catch {
+            return endAttempt(job, attempt, prepared: prepared, .failure(error))
+        }
+        handle(job, .handedOver)
+    }
+
+    /// Every stage that prepared the attempt hears how it ended; then they judge it, nearest
+    /// the network first, until one decides.
+    private func endAttempt(_ job: Job, _ attempt: Attempt, prepared: Int, _ outcome: AttemptOutcome) {
+        let stages = job.spec.stages[0..<prepared]
+        for stage in stages.reversed() { stage.ended(attempt, outcome, job) }
+        var decision = JobMachine.Decision.final
+        var outcome = outcome
+        judging: for stage in stages.reversed() {
+            switch stage.judge(attempt, outcome, job) {
+            case .pass: continue
+            case .final: break judging
+            case .fail(let error):
+                outcome = .failure(error)
+                break judging
+            case .again(let delay, let reason):
+                decision = .again(delay: delay, reason: reason)
+                break judging
+            case .next:
+                decision = .next
+                break judging
+            }
+        }
+        job.keepOutcome(outcome)
+        handle(job, .attemptEnded(decision))
+    }
+
+    private func scheduleRetry(_ job: Job, delay: Double, attempt: Int, reason: String) {
+        if job.spec.model.progress {
+            job.context.notify("retrying", [
+                "jobId": .string(job.id), "attempt": JSONValue(attempt),
+                "delayMs": JSONValue(Int((delay * 1000).rounded())), "reason": .string(reason),
+            ])
+        }
+        services.timers.asyncAfter(deadline: .now() + .nanoseconds(Int((delay * 1e9).rounded(.up)))) {
+            handle(job, .retryTimerFired)
+        }
+    }
+
+    private func progressReporter(_ job: Job) -> @Sendable (TransferProgress) -> Void {
+        let notifies = job.spec.model.progress
+        return { progress in
+            job.record(progress)
+            if notifies { job.context.notify("progress", ResponseFields.progress(jobID: job.id, progress)) }
+        }
+    }
+
+    // MARK: the answer
+
+    /// Makes the answer of the decided outcome (see the type's comment for where).
+    private func finish(_ job: Job) {
+        guard let outcome = job.takeOutcome() else { return }
+        guard case .success(let response) = outcome else {
+            return answered(job, .failure(outcome.failureValue!))
+        }
+        let make: @Sendable () -> Void = { answered(job, Result { try job.spec.answer.make(job, response) }) }
+        if job.spec.answer.blocking {
+            services.blocking.execute(make)
+        } else if response.body.count > Self.inlineAnswerBodyBytes {
+            services.tasks.execute(make)
+        } else if services.engine.activeTransfers >= Self.handOffAnswersAboveActive {
+            services.answers.execute(make)
+        } else {
+            make()
+        }
+    }
+
+    private func answered(_ job: Job, _ answer: Result<JSONValue, any Error>) {
+        job.keepAnswer(answer)
+        let succeeded = if case .success = answer { true } else { false }
+        handle(job, .resultMade(succeeded: succeeded))
+    }
+
+    /// The job is over: unregistered, logged, and answered, once. `cancelled` is the answer
+    /// of a cancel; otherwise the answer made.
+    private func ended(_ job: Job, _ cancelled: Result<JSONValue, any Error>?) {
+        let (made, reply) = job.takeAnswerAndReply()
+        guard let reply, let answer = cancelled ?? made else { return }
+        for stage in job.spec.stages { stage.jobEnded(job, answer) }
+        let outcome: HARBuilder.JobOutcome
+        switch answer {
+        case .success: outcome = .succeeded
+        case .failure(let cancelled as JobCancelled): outcome = .cancelled(cancelled.by.rawValue)
+        case .failure(let error): outcome = .failed(ErrorMapping.rpcError(for: error).message)
+        }
+        let succeeded = if case .success = answer { true } else { false }
+        jobs.finish(job, succeeded: succeeded)
+        services.httpLog.jobFinished(job, outcome: outcome)
+        services.log.debug("job \(job.id): \(outcome.text) after \(job.attempts) attempt(s), \(ContinuousClock.now - job.startedAt)")
+        reply(answer)
+        // The answer is queued now (and counted as the connection's outbound bytes).
+        job.bodyBudget?.release(job.transferID)
+    }
+}
+
+extension Result {
+    /// The error, or nil on success.
+    var failureValue: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}

@@ -1,0 +1,40 @@
+import FetchEngine
+import JSONRPC
+
+/// What a method asks for, decoded once from its params: the kind of job, the request model,
+/// the base request of every attempt, the stages it passes through, and how its answer is
+/// made from the final response. `JobDriver` runs it.
+struct JobSpec: Sendable {
+    enum Kind: String, Sendable {
+        case fetch, download, upload
+    }
+
+    /// Makes the answer from the response the stages settled on (errors are answered as
+    /// they are). `blocking`: it does file work (a download lands), so it runs on the
+    /// blocking threads; otherwise on the thread that finished the job, or beside it.
+    struct Answer: Sendable {
+        let blocking: Bool
+        let make: @Sendable (Job, HTTPResponse) throws -> JSONValue
+    }
+
+    let kind: Kind
+    let model: RequestModel
+    let request: HTTPRequest
+    let stages: [any Stage]
+    let retryPolicy: RetryPolicy
+    let answer: Answer
+    /// The stages prepare each attempt on the blocking threads: they or the transfer open
+    /// files the client named, which is never done on the thread that reads requests.
+    let preparesOnWorker: Bool
+
+    init(kind: Kind, model: RequestModel, request: HTTPRequest, stages: [any Stage], retryPolicy: RetryPolicy? = nil,
+         preparesOnWorker: Bool = false, answer: Answer) {
+        self.kind = kind
+        self.model = model
+        self.request = request
+        self.stages = stages
+        self.retryPolicy = retryPolicy ?? model.retryPolicy
+        self.preparesOnWorker = preparesOnWorker || request.usesLocalFiles
+        self.answer = answer
+    }
+}

@@ -1,0 +1,50 @@
+import FetchEngine
+import FoundationEssentials
+
+/// Every host's limits, shared by every client: an attempt starts at once when its host has
+/// room, else it is held in the host's queue (by priority, then first come) until the limits
+/// allow it. Each attempt gives its slot back when it ends; a 429 or 503 with Retry-After
+/// pauses the host for everyone, whether or not this job tries again.
+struct HostLimitStage: Stage {
+    let admission: HostAdmission
+    let log: Logger
+
+    func prepare(_ attempt: inout Attempt, _ job: Job) throws -> Preparation {
+        let ticket = Self.ticket(attempt, job)
+        if admission.startNow(ticket) { return .proceed }
+        // Only a job's first attempt can be refused for a full queue.
+        let accepted = attempt.number > 1
+        return .hold(Hold(
+            start: { [admission] release in
+                do {
+                    try admission.enqueue(ticket, alreadyAccepted: accepted, admitted: release)
+                } catch {
+                    release(.failure(error))
+                }
+            },
+            cancel: { [admission] error in admission.cancel(ticket, error: error) }))
+    }
+
+    func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) {
+        let host = Self.host(attempt, job)
+        admission.finished(host)
+        guard case .success(let answer) = outcome, RetryPolicy.retryAfterStatuses.contains(answer.status),
+              let retryAfter = answer.headers.last(named: "Retry-After"),
+              let seconds = RetryAfter.seconds(from: retryAfter, now: Date()), seconds > 0 else { return }
+        let pause = min(seconds, job.spec.retryPolicy.maxInterval)
+        admission.pause(host, seconds: pause)
+        log.info("pausing \(host) for \(pause) s: status \(answer.status) with Retry-After")
+    }
+
+    /// The attempt's own URL decides its host (a resumable upload's session URL may name
+    /// another host: its limits apply).
+    private static func host(_ attempt: Attempt, _ job: Job) -> HostKey {
+        // Most attempts go to the request's own URL, parsed once already.
+        if attempt.request.url == job.spec.request.url { return HostKey(job.spec.model.url) }
+        return (try? RequestURL(attempt.request.url)).map(HostKey.init) ?? HostKey(job.spec.model.url)
+    }
+
+    static func ticket(_ attempt: Attempt, _ job: Job) -> HostScheduler.Ticket {
+        HostScheduler.Ticket(id: job.transferID, host: host(attempt, job), priority: job.spec.model.priority)
+    }
+}

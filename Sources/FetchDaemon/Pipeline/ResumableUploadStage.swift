@@ -1,0 +1,100 @@
+import FetchEngine
+import FoundationEssentials
+import JSONRPC
+
+/// Google's resumable upload protocol (`ResumableUpload` says which request comes next): the
+/// start, each chunk and each query after a failure are attempts of the one job, so they pass
+/// the host's limits and its Retry-After pauses like any attempt, and the retry policy (on by
+/// default here: surviving failures is the point) spaces the queries after failures. A chunk
+/// that fails with an error that is not retried fails the job with that error. When the job
+/// is cancelled, the server is told to drop the session.
+///
+/// Per job (it keeps the session).
+final class ResumableUploadStage: Stage, @unchecked Sendable {
+    let path: String
+    let engine: HTTPEngine
+    let freshTransferID: @Sendable () -> UInt64
+    // The job's steps only, one at a time (see Stage).
+    private var session: ResumableUpload
+    private var sent = ResumableUpload.Step.start
+
+    init(path: String, fileSize: Int64, chunkSize: Int64, contentType: String, engine: HTTPEngine,
+         freshTransferID: @escaping @Sendable () -> UInt64) {
+        self.path = path
+        self.engine = engine
+        self.freshTransferID = freshTransferID
+        session = ResumableUpload(fileSize: fileSize, chunkSize: chunkSize, contentType: contentType)
+    }
+
+    func prepare(_ attempt: inout Attempt, _ job: Job) throws -> Preparation {
+        sent = session.next
+        guard sent != .start else {
+            attempt.request.headers += session.startHeaders()
+            return .proceed
+        }
+        attempt.request = try sessionRequest(base: attempt.request, headers: session.headers(for: sent))
+        if case .chunk(let offset, let length, _) = sent {
+            attempt.request.body = .fileRange(path: path, offset: offset, length: length)
+            attempt.request.headers.append(HTTPHeader("Content-Type", "application/octet-stream"))
+        }
+        return .proceed
+    }
+
+    func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict {
+        guard case .success(let answer) = outcome else {
+            // On the network: the server may have part of the chunk; the query asks. Whether
+            // and when is the retry policy's call; when it stops, this failure is the answer.
+            if sent != .start, case .failure(is JobFailed) = outcome { session.failed() }
+            return .pass
+        }
+        if sent == .start {
+            do {
+                try session.started(status: answer.status, headers: answer.headers)
+            } catch {
+                return .final  // not a resumable endpoint: its answer is the result
+            }
+            return session.next == .finished ? .final : .next
+        }
+        do {
+            try session.answered(status: answer.status, headers: answer.headers)
+        } catch {
+            return .fail(error)
+        }
+        if session.next == .finished { return .final }
+        guard (200...299).contains(answer.status) else {
+            // 404: the session is gone, nothing to resume; that answer is the result.
+            guard answer.status != 404 else { return .final }
+            // A refused chunk while the session is active (a wrong offset after a silent
+            // re-send, say) is resolved by asking the server where it stands.
+            job.pipeline.retry.failures += 1
+            guard job.pipeline.retry.failures < job.spec.retryPolicy.maxAttempts else { return .final }
+            return .next
+        }
+        return .next
+    }
+
+    func jobEnded(_ job: Job, _ answer: Result<JSONValue, any Error>) {
+        guard case .failure(is JobCancelled) = answer, let request = try? sessionRequest(base: job.spec.request, headers: session.cancelHeaders()) else {
+            return
+        }
+        // Tells the server to drop the session; nobody waits for its answer.
+        var cancel = request
+        cancel.timeoutMs = min(cancel.timeoutMs, 10_000)
+        try? engine.start(cancel, id: freshTransferID()) { _ in }
+    }
+
+    /// A PUT to the session's upload URL, which the server chose: it is held to the same
+    /// rules as a client's URL (http or https only).
+    private func sessionRequest(base: HTTPRequest, headers: [HTTPHeader]) throws -> HTTPRequest {
+        guard let url = session.uploadURL else { throw NotAllowed(detail: "the upload session has no upload URL") }
+        guard let parsed = try? RequestURL(url), ["http", "https"].contains(parsed.scheme) else {
+            throw NotAllowed(detail: "the server's upload URL is not an http or https URL: \(url)")
+        }
+        var request = base
+        request.url = parsed.text
+        request.method = "PUT"
+        request.body = .none
+        request.headers = base.headers.filter { !$0.name.caseInsensitiveEquals("content-type") } + headers
+        return request
+    }
+}

@@ -1,0 +1,73 @@
+import FetchEngine
+import JSONRPC
+
+/// One concern of a request's life (host limits, retries, a download's part file, ...): a
+/// stage may change each attempt's request, answer it without the network, hold it until
+/// something allows it, and judge how it ended. `Pipeline` lists the stages of every kind of
+/// job, in order, in one place; `JobDriver` calls them:
+///
+/// - `prepare`, in the chain's order, before every attempt;
+/// - `ended`, in reverse order, after every attempt that a stage prepared (whatever happens
+///   next: this is where a stage gives back what it took);
+/// - `judge`, in reverse order (the stage nearest the network first), until one decides: the
+///   outcome is final, or another attempt follows;
+/// - `jobEnded`, once, when the job is answered.
+///
+/// The stages of one job are called one at a time, in the order of the job's life, never
+/// concurrently; `prepare` runs on a worker thread for jobs that use local files
+/// (`JobSpec.preparesOnWorker`), so it may then do blocking file work.
+protocol Stage: Sendable {
+    func prepare(_ attempt: inout Attempt, _ job: Job) throws -> Preparation
+    func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job)
+    func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict
+    /// The job is answered (`answer`: its result, or why it failed or was cancelled).
+    func jobEnded(_ job: Job, _ answer: Result<JSONValue, any Error>)
+}
+
+extension Stage {
+    func prepare(_ attempt: inout Attempt, _ job: Job) throws -> Preparation { .proceed }
+    func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) {}
+    func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict { .pass }
+    func jobEnded(_ job: Job, _ answer: Result<JSONValue, any Error>) {}
+}
+
+/// One attempt, as the stages prepare it.
+struct Attempt: Sendable {
+    /// 1 for the first attempt.
+    let number: Int
+    var request: HTTPRequest
+}
+
+/// How an attempt ended: the answer, or why there was none (a JobFailed for the network).
+typealias AttemptOutcome = Result<HTTPResponse, any Error>
+
+/// What a stage does with an attempt before it is sent.
+enum Preparation: Sendable {
+    case proceed
+    /// The attempt ends with this outcome, without the network (a stub, a cache hit).
+    case answer(AttemptOutcome)
+    /// The attempt waits until the hold releases it.
+    case hold(Hold)
+}
+
+/// A wait a stage imposes: `start` calls its argument exactly once, when the attempt may go
+/// on (or with the error that ends it); `cancel` gives up the wait.
+struct Hold: Sendable {
+    let start: @Sendable (_ release: @escaping @Sendable (Result<Void, any Error>) -> Void) -> Void
+    let cancel: @Sendable (_ error: any Error) -> Void
+}
+
+/// A stage's judgement of an attempt.
+enum Verdict: Sendable {
+    /// No opinion: ask the next stage (none left: the outcome is final).
+    case pass
+    /// The outcome is final; stop asking.
+    case final
+    /// The job fails with this error instead (an answer the protocol does not allow).
+    case fail(any Error)
+    /// A retry: another attempt after `delay` seconds (the client hears `retrying`).
+    case again(delay: Double, reason: String)
+    /// The job's next step, at once (a resumable upload's next chunk, a download that starts
+    /// over): not a retry.
+    case next
+}

@@ -1,0 +1,50 @@
+import FoundationEssentials
+import JSONRPC
+
+/// How an answer carries a response's body (`responseBody`, `maxBodyBytes`): decoded and
+/// encoded here for every method that returns a body (fetch, upload, a download's non-2xx).
+enum ResponseBody {
+    enum Mode: String, CaseIterable, Sendable {
+        case auto, text, base64, json, none
+    }
+
+    /// `responseBody` and `maxBodyBytes`.
+    static func readOptions(_ reader: inout ParamReader) throws -> (Mode, Int) {
+        var mode = Mode.auto
+        if let text = try reader.string("responseBody") {
+            guard let parsed = Mode(rawValue: text) else {
+                let choices = Mode.allCases.map(\.rawValue).joined(separator: ", ")
+                throw RPCError.invalidParams(field: reader.field("responseBody"), "expected one of \(choices)")
+            }
+            mode = parsed
+        }
+        let limit = try reader.integer("maxBodyBytes", in: 0...(1 << 30)) ?? 64 << 20
+        return (mode, limit)
+    }
+
+    /// auto: text when the bytes are UTF-8, else base64. json: parsed; when the body is not
+    /// JSON it comes back as auto would, with `jsonError` saying why.
+    static func add(_ body: [UInt8], mode: Mode, to result: inout JSONObject) {
+        switch mode {
+        case .none: break
+        case .base64: result["bodyBase64"] = .string(Data(body).base64EncodedString())
+        case .text: result["body"] = .string(String(decoding: body, as: UTF8.self))
+        case .auto: addAuto(body, to: &result)
+        case .json:
+            do {
+                result["json"] = try JSONCodec.decode(body)
+            } catch {
+                result["jsonError"] = .string(error.message)
+                addAuto(body, to: &result)
+            }
+        }
+    }
+
+    private static func addAuto(_ body: [UInt8], to result: inout JSONObject) {
+        if let text = String(validating: body, as: UTF8.self) {
+            result["body"] = .string(text)
+        } else {
+            result["bodyBase64"] = .string(Data(body).base64EncodedString())
+        }
+    }
+}
