@@ -152,6 +152,8 @@ class TestCancelDuringRestart(RestartCase):
         self.assertEqual((log[0]["range"], log[0]["ifRange"], log[0]["status"]), (f"bytes={n}-", '"R416"', 416), log)
         self.assertEqual((log[1]["range"], log[1]["status"]), (None, 200), f"the restart asks for the whole file: {log}")
         with self.daemon.client() as c2:
+            listed = [j for j in list_jobs(c2) if j.get("jobId") == job]
+            self.assertEqual(len(listed), 1, f"the restart is listed as the one job: {list_jobs(c2)}")
             self.assertEqual(c2.call("cancel", {"jobId": job}), {"cancelled": True},
                              "a cancel during the restart must find the job")
         answer = collect(self.c, rid, timeout=10).answer
