@@ -7,6 +7,10 @@ SWIFT ?= swift
 APT_PACKAGES_FOR_LIBS := libcurl:libcurl4-openssl-dev jansson:libjansson-dev
 APT_PACKAGES_FOR_CMDS := pkg-config:pkg-config jq:jq socat:socat nginx:nginx python3:python3 curl:curl openssl:openssl gcc:gcc valgrind:valgrind
 FETCHD_ARGS ?=
+# The debug build and the tests (so CI, which runs `make test`) treat every compiler warning
+# as an error. `make build SWIFT_BUILD_FLAGS=` builds without; the release build never uses it.
+# Changing these flags rebuilds everything once.
+SWIFT_BUILD_FLAGS ?= -Xswiftc -warnings-as-errors
 
 .PHONY: deps build release run test unit-test integration-test clean
 
@@ -28,7 +32,7 @@ deps:
 	fi
 
 build: deps
-	$(SWIFT) build
+	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
 
 release: deps
 	$(SWIFT) build -c release
@@ -38,12 +42,12 @@ run: release
 	exec .build/release/fetchd $(FETCHD_ARGS)
 
 unit-test: deps
-	$(SWIFT) build --build-tests
+	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	$(SWIFT) test --skip-build
 
 # The real fetchd binary against real nginx and the scriptable test server on loopback.
 integration-test: deps
-	$(SWIFT) build
+	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
 	FETCHD_BIN=$(CURDIR)/.build/debug/fetchd python3 tests/integration/run.py
 
 test: unit-test integration-test

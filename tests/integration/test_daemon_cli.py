@@ -51,7 +51,6 @@ class TestCommandLine(unittest.TestCase):
                 self.assertNotEqual(r.returncode, 0, f"{args} accepted")
                 self.assertTrue(r.stderr.strip())
 
-
     def test_spin_us_zero_still_serves(self):
         # With no polling before sleeping, every request wakes the engine from its sleep.
         srv = servers()
@@ -122,9 +121,6 @@ class TestSocketPathRules(unittest.TestCase):
         self.assertTrue(r.stderr.strip(), "no message when the socket can't be created")
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class TestIdle(unittest.TestCase):
     def test_idle_daemon_does_not_wake_after_async_work(self):
@@ -139,7 +135,9 @@ class TestIdle(unittest.TestCase):
             self.assertEqual(len(answers), 2)
             path = os.path.join(d.tmpdir, "idle-check.bin")
             self.assertEqual(c.call("download", {"url": srv.nginx_url + "/small.txt", "path": path})["status"], 200)
-            # Past the one release of freed memory 2 s after the last job, then count.
+            # Past the one release of freed memory 2 s after the last job (IdleMemoryRelease.
+            # quietSeconds), then count. The release sends nothing a test could wait on, so this
+            # waits out its documented delay, with 1 s to spare, from the last job's answer.
             time.sleep(3.0)
 
             def switches():
@@ -153,7 +151,11 @@ class TestIdle(unittest.TestCase):
                 return counts
 
             before = switches()
-            time.sleep(4.0)
+            time.sleep(4.0)  # the measurement: nothing may wake the daemon during these 4 s
             # Per thread: a thread that exits in the window takes its count with it.
             woke = sum(max(0, n - before.get(tid, 0)) for tid, n in switches().items())
             self.assertLessEqual(woke, 1, f"an idle daemon woke {woke} times in 4 s")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -342,16 +342,6 @@ class TestFetchctlSocketOwner(unittest.TestCase):
 
 
 class TestFetchctlProgressAndCancel(FetchctlCase):
-    def cancel_supported(self):
-        with self.daemon.client() as c:
-            from harness import RPCError
-            try:
-                c.call("cancel", {"jobId": "fetchctl-probe-none"})
-            except RPCError as e:
-                if e.code == -32601:
-                    return False
-        return True
-
     def start_slow_fetch(self, job):
         """fetchctl fetching a 10 s body as `job`, in the background."""
         # A shell cannot trap a signal that was ignored when it started, and a test run
@@ -369,8 +359,6 @@ class TestFetchctlProgressAndCancel(FetchctlCase):
         self.assertIn(b"\r", r.stderr)
 
     def test_ctrl_c_cancels_the_job(self):
-        if not self.cancel_supported():
-            self.skipTest("the daemon does not implement cancel yet (-32601)")
         job = f"ctl-cancel-{os.getpid()}"
         p = self.start_slow_fetch(job)
         try:
@@ -393,8 +381,6 @@ class TestFetchctlProgressAndCancel(FetchctlCase):
                 p.wait()
 
     def test_cancel_command(self):
-        if not self.cancel_supported():
-            self.skipTest("the daemon does not implement cancel yet (-32601)")
         job = f"ctl-cancel-cmd-{os.getpid()}"
         p = self.start_slow_fetch(job)
         try:

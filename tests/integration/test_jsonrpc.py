@@ -1,9 +1,11 @@
 """JSON-RPC 2.0 over newline-delimited JSON: the specification's own examples adapted to
 fetchd's methods, ids, error codes, framing, batches, notifications, half-close."""
 import json
+import os
+import time
 import unittest
 
-from harness import DaemonTestCase, servers, wait_for
+from harness import Daemon, DaemonTestCase, servers, wait_for
 
 STD_KEYS_OK = {"jsonrpc", "id", "result"}
 STD_KEYS_ERR = {"jsonrpc", "id", "error"}
@@ -80,8 +82,7 @@ class TestBasics(JSONRPCCase):
         self.assertIsInstance(st["version"], str)
         self.assertTrue(st["version"])
         self.assertEqual(st["pid"], self.daemon.pid)
-        self.assertIsInstance(st["uptimeSeconds"], (int, float))
-        self.assertGreaterEqual(st["uptimeSeconds"], 0)
+        self.assertIsInstance(st["uptimeSeconds"], (int, float))  # its value: TestUptime
         self.assertIsInstance(st["connections"], int)
         self.assertGreaterEqual(st["connections"], 1)
         self.assertEqual(set(st["jobs"]), {"queued", "running", "waiting", "finished", "failed"}, st)
@@ -104,6 +105,44 @@ class TestBasics(JSONRPCCase):
             e.close()
         wait_for(lambda: self.c.call("getStatus")["connections"] == 1, 5,
                  message="connections count did not go back down after closing clients")
+
+
+def process_age(pid):
+    """Seconds since the process started, from /proc (clock ticks: 10 ms steps)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    start_ticks = int(fields[19])  # field 22, starttime, counted from field 3
+    with open("/proc/uptime") as f:
+        system_uptime = float(f.read().split()[0])
+    return system_uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+
+
+class TestUptime(unittest.TestCase):
+    """getStatus.uptimeSeconds against the process's age and against a known gap."""
+    TICK = 0.02  # /proc's clock-tick steps and the answer's millisecond rounding
+
+    def test_uptime_is_the_process_age(self):
+        with Daemon() as d, d.client() as c:
+            startup = process_age(d.pid)  # from exec until the socket accepted
+            time.sleep(0.5)  # a known gap: the age must be far from zero when it is compared
+            before = process_age(d.pid)
+            up = c.call("getStatus")["uptimeSeconds"]
+            after = process_age(d.pid)
+            self.assertLessEqual(up, after + self.TICK, f"uptime {up} s, longer than the process has lived ({after} s)")
+            self.assertGreaterEqual(up, before - startup - self.TICK,
+                                    f"uptime {up} s, but the process is {before} s old and accepted after {startup} s")
+
+    def test_uptime_advances_with_the_clock(self):
+        with Daemon() as d, d.client() as c:
+            a0 = time.monotonic()
+            u0 = c.call("getStatus")["uptimeSeconds"]
+            b0 = time.monotonic()
+            time.sleep(0.3)  # a known gap between the two readings
+            a1 = time.monotonic()
+            u1 = c.call("getStatus")["uptimeSeconds"]
+            b1 = time.monotonic()
+            self.assertGreaterEqual(u1 - u0, a1 - b0 - 0.002, f"uptime {u0} -> {u1} over at least {a1 - b0:.3f} s")
+            self.assertLessEqual(u1 - u0, b1 - a0 + 0.002, f"uptime {u0} -> {u1} over at most {b1 - a0:.3f} s")
 
 
 class TestIds(JSONRPCCase):

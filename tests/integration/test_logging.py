@@ -605,12 +605,19 @@ class TestSettings(LoggingCase):
         self.c.call("setLogging", {"enabled": False, "bodies": True, "maxBodyBytes": 1048576})
 
     def test_existing_directory_is_used_as_is(self):
+        # The daemon creates a missing directory 0700 but leaves an existing one's mode alone.
         os.makedirs(self.logdir, mode=0o755)
         os.chmod(self.logdir, 0o755)
         self.enable()
+        self.assertEqual(stat.S_IMODE(os.stat(self.logdir).st_mode), 0o755,
+                         "setLogging changed the mode of an existing directory")
         job = key("exist")
         self.fetch({"url": self.srv.test_url + "/echo", "jobId": job})
         self.har(job)
+        self.assertEqual(stat.S_IMODE(os.stat(self.logdir).st_mode), 0o755,
+                         "writing a HAR file changed the mode of an existing directory")
+        self.assertEqual(stat.S_IMODE(os.stat(self.har_path(job)).st_mode), 0o600,
+                         "a HAR file in an existing directory is still mode 0600")
 
 
 class TestLogDirOption(unittest.TestCase):

@@ -1,8 +1,4 @@
-"""The Python client (clients/python, package fetchd_client) against the real daemon.
-
-Methods the daemon does not implement yet (it answers -32601) are skipped with that reason;
-the same tests run as soon as the daemon has them.
-"""
+"""The Python client (clients/python, package fetchd_client) against the real daemon."""
 import hashlib
 import json
 import os
@@ -45,14 +41,6 @@ class ClientTestCase(unittest.TestCase):
 
     def url(self, path):
         return self.srv.test_url + path
-
-    def supported(self, fn, *args, **kwargs):
-        """Run fn; skip the test when the daemon does not implement the method yet."""
-        try:
-            return fn(*args, **kwargs)
-        except MethodNotFound as e:
-            self.skipTest(f"the daemon does not implement this method yet (-32601: {e.message}, "
-                          f"data={e.data})")
 
 
 class TestBasics(ClientTestCase):
@@ -376,8 +364,8 @@ class TestNewerMethods(ClientTestCase):
         path = os.path.join(d, "out.bin")
         want = testserver.det_bytes(200000)
         progress = []
-        r = self.supported(self.c.download, self.url("/bytes/200000"), path,
-                           sha256=hashlib.sha256(want).hexdigest(), on_progress=progress.append)
+        r = self.c.download(self.url("/bytes/200000"), path,
+                            sha256=hashlib.sha256(want).hexdigest(), on_progress=progress.append)
         self.assertEqual((r.status, r["path"], r["bytes"]), (200, path, 200000))
         self.assertEqual(r["sha256"], hashlib.sha256(want).hexdigest())
         with open(path, "rb") as f:
@@ -398,9 +386,9 @@ class TestNewerMethods(ClientTestCase):
         a = os.path.join(d, "a.txt")
         with open(a, "wb") as f:
             f.write(b"alpha\n")
-        r = self.supported(self.c.upload, self.url("/multipart-echo"),
-                           [a, {"content": b"\x00\x01binary", "filename": "b.bin", "field": "second"}],
-                           fields={"note": "hi"})
+        r = self.c.upload(self.url("/multipart-echo"),
+                          [a, {"content": b"\x00\x01binary", "filename": "b.bin", "field": "second"}],
+                          fields={"note": "hi"})
         self.assertEqual(r.status, 200)
         self.assertEqual(r.failed_files, [])
         parts = {p["name"]: p for p in r.json()["parts"]}
@@ -417,7 +405,7 @@ class TestNewerMethods(ClientTestCase):
 
     def test_cookies(self):
         jar = f"py-{key()}"
-        n = self.supported(self.c.clear_cookies, cookie_jar=jar)
+        n = self.c.clear_cookies(cookie_jar=jar)
         self.assertEqual(n, 0)
         r = self.c.fetch(self.url("/set-cookie?flavour=oat"), cookie_jar=jar)
         self.assertEqual(r.status, 200)
@@ -433,7 +421,7 @@ class TestNewerMethods(ClientTestCase):
 
     def test_rate_limits(self):
         host = "ratelimit-python.invalid"
-        lim = self.supported(self.c.set_rate_limit, host, max_concurrent=2, requests_per_second=5)
+        lim = self.c.set_rate_limit(host, max_concurrent=2, requests_per_second=5)
         self.assertEqual((lim["host"], lim["maxConcurrent"], lim["requestsPerSecond"]), (host, 2, 5))
         lim = self.c.set_rate_limit(host, requests_per_second=None)  # null clears; others kept
         self.assertEqual((lim["maxConcurrent"], lim["requestsPerSecond"]), (2, None))
@@ -441,7 +429,7 @@ class TestNewerMethods(ClientTestCase):
 
     def test_logging(self):
         d = tempfile.mkdtemp(dir=self.daemon.tmpdir)
-        st = self.supported(self.c.set_logging, True, directory=d)
+        st = self.c.set_logging(True, directory=d)
         try:
             self.assertEqual((st["enabled"], st["directory"]), (True, d))
             self.assertEqual(self.c.get_logging()["enabled"], True)

@@ -37,6 +37,8 @@ Endpoints (any method unless noted):
                                  reset-after = TCP RST, stall-after = wait until the client hangs up.
                                  no-range=1: Range is always ignored.
                                  status=S: answer S with all n bytes as the body.
+                                 full-delay-ms=T: a 200 (whole file) answer holds its headers up to
+                                 T ms, until the client hangs up (a 416 or 206 is not held).
   /ranged-log/<key>              {"requests": [{"range", "ifRange", "status"}...]} seen by /ranged
   /resumable/start[?key=K][&fail-chunk=N[&fail-mode=reset|reset-in-answer|503][&fail-keep=B]][&upload-url=U]
                  [&hold-chunk=N[&hold-ms=T]]
@@ -425,6 +427,11 @@ class Handler(BaseHTTPRequestHandler):
                 headers.append(("Content-Range", f"bytes {start}-{end}/{n}"))
         entry["status"] = status
         body = data[start:end + 1]
+        if status == 200 and "full-delay-ms" in q:
+            # logged first, so that a test sees this attempt waiting before it acts
+            if self._wait_for_hangup(int(q["full-delay-ms"]) / 1000):
+                self.close_connection = True
+                return
         self.send_response(status)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(len(body)))
@@ -449,20 +456,20 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _wait_for_hangup(self, timeout):
-        """Block until the client closes the connection (or timeout seconds)."""
+        """Block until the client closes the connection (True) or timeout seconds pass (False)."""
         deadline = time.monotonic() + timeout
         sock = self.connection
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                return
+                return False
             r, _, _ = select.select([sock], [], [], left)
             if r:
                 try:
                     if not sock.recv(65536):
-                        return
+                        return True
                 except OSError:
-                    return
+                    return True
 
     # ---- /resumable: Google's resumable upload protocol ----------------------------
     def _resumable(self):
