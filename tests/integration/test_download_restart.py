@@ -96,7 +96,6 @@ class TestRestartAfter416(RestartCase):
     def test_longer_part_file_restarts_and_lands_the_right_file(self):
         self.check_restart(big_bin() + b"more bytes than the file has")
 
-    @unittest.expectedFailure  # fixed by the issue 15 pipeline
     def test_restart_is_not_counted_as_failed(self):
         before, after = self.check_restart(big_bin())
         self.assertEqual(after["failed"], before["failed"], f"a 416 restart counted as failed: {before} -> {after}")
@@ -106,7 +105,6 @@ class TestRestartHAR(RestartCase):
     def har_files(self, logdir, job):
         return sorted(f for f in os.listdir(logdir) if f.endswith(f"-{job}.har"))
 
-    @unittest.expectedFailure  # fixed by the issue 15 pipeline
     def test_one_har_file_with_both_attempts(self):
         logdir = os.path.join(self.dir, "har")
         self.c.call("setLogging", {"enabled": True, "directory": logdir})
