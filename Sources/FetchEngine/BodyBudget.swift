@@ -1,15 +1,18 @@
 /// Bounds the memory that one group of transfers (one client's) can hold: the response bodies
-/// they are receiving into memory plus the answers waiting to be sent to that client.
+/// they are receiving into memory, the answers being made from them, and the answers waiting
+/// to be sent to that client.
 ///
 /// A client that sends many requests and never reads would otherwise make the daemon hold
 /// every body: 20 fetches of 20 MB took it to 1.07 GB. Over the bound, a transfer's write
 /// callback pauses it (CURL_WRITEFUNC_PAUSE, as a download does while its hash catches up)
 /// until the client has read enough. So that a client that does read always makes progress,
-/// the oldest transfer that holds bytes may go past the bound as long as what waits to be
-/// sent is under it; with a client that reads nothing the bound then holds, give or take one
-/// answer.
+/// a transfer may go past the bound when every other transfer that holds bytes is paused and
+/// less than the bound waits to be sent or is being made into an answer; with a client that
+/// reads nothing the bound then holds, give or take one answer.
 ///
-/// `take` and `release` run on the engine thread; `outboundChanged` on any thread.
+/// The common case (under the bound) is a lock and two additions; the bookkeeping of paused
+/// transfers is only touched over the bound. `take` and `transferEnded` run on the engine
+/// thread, the rest on any thread.
 public final class BodyBudget: Sendable {
     public let limit: Int
     private let state = Locked(State())
@@ -19,41 +22,69 @@ public final class BodyBudget: Sendable {
         var outbound = 0
         /// Of the last `outboundChanged`: reports that arrive out of order are ignored.
         var outboundVersion: UInt64 = 0
+        /// Bytes held by running transfers and by answers being made.
+        var held = 0
+        /// Of those, the answers being made: until they are queued, nobody goes past the bound
+        /// (else a client that never reads has every body turned into an answer at once).
+        var making = 0
+        /// Transfers holding bytes.
+        var holders = 0
+        /// Paused transfers: how to unpause each, and whether it holds bytes.
+        var paused: [UInt64: (resume: @Sendable () -> Void, holds: Bool)] = [:]
+        var pausedHolders = 0
         /// The client is gone: nothing is held back any more.
         var unbounded = false
-        /// Body bytes held by each transfer, by transfer id (ids grow: the smallest is oldest).
-        var held: [UInt64: Int] = [:]
-        var heldTotal = 0
-        /// Paused transfers, and how to unpause each.
-        var paused: [UInt64: @Sendable () -> Void] = [:]
     }
 
     public init(limit: Int) {
         self.limit = limit
     }
 
-    /// Whether transfer `id` may keep `bytes` more; false: pause it, and `resume` is called
-    /// (from any thread) when it may try again.
-    func take(_ bytes: Int, for id: UInt64, resume: @escaping @Sendable () -> Void) -> Bool {
+    /// Whether transfer `id`, which holds `holding` bytes already, may keep `bytes` more;
+    /// false: pause it, and `resume` is called (from any thread) when it may try again.
+    func take(_ bytes: Int, for id: UInt64, holding: Int, resume: @escaping @Sendable () -> Void) -> Bool {
         state.withLock { s in
-            let fits = s.unbounded || s.heldTotal + s.outbound + bytes <= limit
-            if fits || (s.outbound < limit && isOldest(id, in: s)) {
-                s.held[id, default: 0] += bytes
-                s.heldTotal += bytes
-                return true
+            let holds = holding > 0
+            let others = s.holders - (holds ? 1 : 0)
+            guard s.unbounded || s.held + s.outbound + bytes <= limit
+                    || (s.outbound + s.making < limit && s.pausedHolders >= others) else {
+                if s.paused.updateValue((resume, holds), forKey: id) == nil, holds { s.pausedHolders += 1 }
+                return false
             }
-            s.paused[id] = resume
-            return false
+            if !holds { s.holders += 1 }
+            s.held += bytes
+            return true
         }
     }
 
-    /// What transfer `id` held is gone: its attempt failed (the engine), or its answer is
-    /// queued for the client, where `outbound` counts it (the daemon). Twice is harmless.
-    public func release(_ id: UInt64) {
+    /// The transfer ended, holding `holding` bytes: they are its answer's now (queued
+    /// already, or counted by `answerPending`), or gone with a failed attempt.
+    func transferEnded(_ id: UInt64, holding: Int) {
         let wake = state.withLock { s -> [@Sendable () -> Void] in
-            s.heldTotal -= s.held.removeValue(forKey: id) ?? 0
-            s.paused[id] = nil
-            return Self.takeWakeable(&s, limit: limit)
+            if holding > 0 {
+                s.held -= holding
+                s.holders -= 1
+            }
+            if let gone = s.paused.removeValue(forKey: id), gone.holds { s.pausedHolders -= 1 }
+            return takeWakeable(&s)
+        }
+        for resume in wake { resume() }
+    }
+
+    /// An answer of `bytes` is being made away from the transfer's thread: held until queued.
+    public func answerPending(_ bytes: Int) {
+        state.withLock { s in
+            s.held += bytes
+            s.making += bytes
+        }
+    }
+
+    /// That answer is queued (and counted in `outbound`).
+    public func answerQueued(_ bytes: Int) {
+        let wake = state.withLock { s -> [@Sendable () -> Void] in
+            s.held -= bytes
+            s.making -= bytes
+            return takeWakeable(&s)
         }
         for resume in wake { resume() }
     }
@@ -66,7 +97,7 @@ public final class BodyBudget: Sendable {
             s.outboundVersion = version
             let drained = bytes < s.outbound
             s.outbound = bytes
-            return drained ? Self.takeWakeable(&s, limit: limit) : []
+            return drained ? takeWakeable(&s) : []
         }
         for resume in wake { resume() }
     }
@@ -76,32 +107,27 @@ public final class BodyBudget: Sendable {
         let wake = state.withLock { s -> [@Sendable () -> Void] in
             s.unbounded = true
             s.outbound = 0
-            return Self.takeWakeable(&s, limit: limit)
+            return takeWakeable(&s)
         }
         for resume in wake { resume() }
     }
 
-    /// For tests and getStatus: body bytes held, answers waiting, transfers paused.
+    /// For tests: bytes held, answers waiting, transfers paused.
     public var snapshot: (held: Int, outbound: Int, paused: Int) {
-        state.withLock { ($0.heldTotal, $0.outbound, $0.paused.count) }
+        state.withLock { ($0.held, $0.outbound, $0.paused.count) }
     }
 
-    private func isOldest(_ id: UInt64, in s: State) -> Bool {
-        guard let oldest = s.held.keys.min() else { return true }
-        return id <= oldest
-    }
-
-    /// Every paused transfer, once one of them can go on: there is room, or the oldest is
-    /// among them (each asks again, and the ones still over the bound pause again).
-    private static func takeWakeable(_ s: inout State, limit: Int) -> [@Sendable () -> Void] {
+    /// Every paused transfer, once one of them can go on: there is room, or none of the
+    /// transfers holding bytes is running (each asks again; those still over the bound pause
+    /// again, and the last to ask goes on).
+    private func takeWakeable(_ s: inout State) -> [@Sendable () -> Void] {
         guard !s.paused.isEmpty else { return [] }
         if !s.unbounded {
-            guard s.outbound < limit else { return [] }
-            let oldest = min(s.held.keys.min() ?? .max, s.paused.keys.min() ?? .max)
-            guard s.heldTotal + s.outbound < limit || s.paused[oldest] != nil else { return [] }
+            guard s.outbound + s.making < limit, s.held + s.outbound < limit || s.pausedHolders >= s.holders else { return [] }
         }
-        let wake = Array(s.paused.values)
+        let wake = s.paused.values.map(\.resume)
         s.paused.removeAll()
+        s.pausedHolders = 0
         return wake
     }
 }

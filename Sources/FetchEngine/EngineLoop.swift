@@ -193,9 +193,6 @@ final class EngineLoop: @unchecked Sendable {
         assert(isCurrent, "transfers end on the engine thread")
         active[transfer.id] = nil
         activeCount.store(active.count, ordering: .relaxed)
-        // A failed attempt's body is dropped now; a response's body is the client's until its
-        // answer is queued (the daemon releases it then).
-        if case .failure = result { transfer.request.bodyBudget?.release(transfer.id) }
         guard let easy = transfer.easy else { return }
         curl_multi_remove_handle(multi, easy)
         if let onProgress = transfer.onProgress {
@@ -213,6 +210,9 @@ final class EngineLoop: @unchecked Sendable {
             result = .failure(error)
         }
         transfer.finish(result)
+        // After the completion: an answer made there is queued by now, and one made elsewhere
+        // is counted by the daemon until it is (BodyBudget.answerPending).
+        transfer.request.bodyBudget?.transferEnded(transfer.id, holding: transfer.budgetHeld)
         transfer.easy = nil
         if handlePool.count < settings.handlePoolSize {
             curl_easy_reset(easy)

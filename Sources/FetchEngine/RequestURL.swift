@@ -1,4 +1,5 @@
 internal import CCurl
+import Glibc
 
 /// A URL checked by libcurl's own parser, so what we accept is exactly what it will fetch.
 public struct RequestURL: Sendable, Equatable {
@@ -14,7 +15,7 @@ public struct RequestURL: Sendable, Equatable {
 
     public init(_ text: String) throws(Problem) {
         // libcurl reads the text as a C string: a NUL would end the URL there, unseen.
-        guard !text.utf8.contains(0) else { throw .malformed("contains NUL") }
+        guard !text.containsNUL else { throw .malformed("contains NUL") }
         guard let handle = curl_url() else { throw .malformed("out of memory") }
         defer { curl_url_cleanup(handle) }
         let status = curl_url_set(handle, CURLUPART_URL, text, 0)
@@ -45,5 +46,17 @@ public struct RequestURL: Sendable, Equatable {
     /// copy when there is nothing to lower.
     private static func lowercasedASCII(_ text: String) -> String {
         text.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) ? text.lowercased() : text
+    }
+}
+
+extension String {
+    /// Whether the text holds a NUL byte (which C would take for its end): one memchr over
+    /// the contiguous UTF-8, not a generic scan byte by byte (this runs for every request).
+    public var containsNUL: Bool {
+        var text = self
+        return text.withUTF8 { bytes in
+            guard let base = bytes.baseAddress else { return false }
+            return memchr(base, 0, bytes.count) != nil
+        }
     }
 }

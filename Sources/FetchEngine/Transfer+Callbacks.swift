@@ -28,8 +28,11 @@ let transferWriteCallback: fetchd_data_cb = { data, size, count, user in
         return 0  // makes libcurl stop with CURLE_WRITE_ERROR
     }
     // The client holds too much already: libcurl keeps the piece until it is unpaused.
-    if let budget = t.request.bodyBudget, !budget.take(length, for: t.id, resume: t.resumeAfterPause) {
-        return fetchd_writefunc_pause()
+    if let budget = t.request.bodyBudget {
+        guard budget.take(length, for: t.id, holding: t.budgetHeld, resume: t.resumeAfterPause) else {
+            return fetchd_writefunc_pause()
+        }
+        t.budgetHeld += length
     }
     t.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))
     return length

@@ -27,6 +27,8 @@ final class Transfer: @unchecked Sendable {
     var readingHeaders = false
     var body: [UInt8] = []
     var bodyTooLarge = false
+    /// Body bytes counted in the request's `bodyBudget`.
+    var budgetHeld = 0
     /// The request body file, opened by the caller so that an unreadable file fails early.
     var uploadFile: UploadFile?
     /// The files of a multipart body's file parts, opened by the caller (read through

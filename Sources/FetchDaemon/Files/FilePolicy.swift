@@ -31,7 +31,7 @@ struct FilePolicy: Sendable {
         guard path.hasPrefix("/") else {
             throw RPCError.invalidParams(field: field, "must be an absolute path")
         }
-        guard !path.utf8.contains(0) else {
+        guard !path.containsNUL else {
             throw RPCError.invalidParams(field: field, "a path may not contain NUL")
         }
     }

@@ -57,9 +57,6 @@ final class Job: Sendable {
         /// The attempt being prepared or held, and how many of its stages have prepared it.
         var pending: (attempt: Attempt, prepared: Int)?
         var hold: Hold?
-        /// The outcome the stages decided on, then the answer made from it.
-        var outcome: AttemptOutcome?
-        var answer: Result<JSONValue, any Error>?
         var reply: ReplyingRPCMethod.Reply?
     }
 
@@ -67,6 +64,11 @@ final class Job: Sendable {
     /// time, each step handing over to the next through the engine's command queue, a lock or
     /// a queue, so this is never touched by two threads at once.
     nonisolated(unsafe) var pipeline = PipelineState()
+
+    /// Set (under the job's lock) by a cancel's transition: after handing an attempt to the
+    /// engine, the driver tells the machine only when a cancel may have raced the hand-over.
+    private let cancelSeen = Atomic<Bool>(false)
+    var mayHaveBeenCancelled: Bool { cancelSeen.load(ordering: .sequentiallyConsistent) }
 
     init(id: String, transferID: UInt64, connectionID: UInt64, spec: JobSpec, context: RPCContext,
          bodyBudget: BodyBudget? = nil, reply: @escaping ReplyingRPCMethod.Reply) {
@@ -87,9 +89,17 @@ final class Job: Sendable {
 
     var state: JobMachine.State { mutable.withLock { $0.machine.state } }
 
-    /// Moves the machine under the job's lock; the caller performs the actions after it.
-    func transition(_ event: JobMachine.Event, now: Double) -> (actions: [JobMachine.Action], taken: Bool) {
-        mutable.withLock { $0.machine.handle(event, now: now) }
+    /// Moves the machine under the job's lock; the caller performs the actions after it. When
+    /// they answer the job, the reply comes with them (taken once).
+    func transition(_ event: JobMachine.Event, now: @autoclosure () -> Double)
+        -> (actions: JobMachine.Actions, taken: Bool, reply: ReplyingRPCMethod.Reply?) {
+        mutable.withLock { m in
+            if case .cancel = event { cancelSeen.store(true, ordering: .sequentiallyConsistent) }
+            let (actions, taken) = m.machine.handle(event, now: now())
+            guard actions.answers else { return (actions, taken, nil) }
+            defer { m.reply = nil }
+            return (actions, taken, m.reply)
+        }
     }
 
     // MARK: what the driver keeps between its steps (each taken once)
@@ -112,32 +122,6 @@ final class Job: Sendable {
         mutable.withLock { m in
             defer { m.hold = nil }
             return m.hold
-        }
-    }
-
-    func keepOutcome(_ outcome: AttemptOutcome) {
-        mutable.withLock { $0.outcome = outcome }
-    }
-
-    func takeOutcome() -> AttemptOutcome? {
-        mutable.withLock { m in
-            defer { m.outcome = nil }
-            return m.outcome
-        }
-    }
-
-    func keepAnswer(_ answer: Result<JSONValue, any Error>) {
-        mutable.withLock { $0.answer = answer }
-    }
-
-    /// The answer made and the reply to send it with, once.
-    func takeAnswerAndReply() -> (Result<JSONValue, any Error>?, ReplyingRPCMethod.Reply?) {
-        mutable.withLock { m in
-            defer {
-                m.answer = nil
-                m.reply = nil
-            }
-            return (m.answer, m.reply)
         }
     }
 

@@ -50,25 +50,45 @@ struct JobDriver: Sendable {
         handle(job, .cancel(reason))
     }
 
+    /// What the step that sends an event hands to the actions it causes, on the same thread
+    /// and without a trip through the job's lock: the prepared attempt, the decided outcome,
+    /// the answer made.
+    private enum Carried {
+        case nothing
+        case attempt(Attempt, prepared: Int)
+        case outcome(AttemptOutcome)
+        case answer(Result<JSONValue, any Error>)
+    }
+
     /// Moves the job's machine, then performs what it asks for, outside its lock.
     @discardableResult
     func handle(_ job: Job, _ event: JobMachine.Event) -> Bool {
-        let (actions, taken) = job.transition(event, now: services.now)
-        for action in actions { perform(action, job) }
+        handle(job, event, carrying: .nothing)
+    }
+
+    @discardableResult
+    private func handle(_ job: Job, _ event: JobMachine.Event, carrying carried: Carried) -> Bool {
+        let (actions, taken, reply) = job.transition(event, now: services.now)
+        actions.forEach { perform($0, job, carried, reply) }
         return taken
     }
 
-    private func perform(_ action: JobMachine.Action, _ job: Job) {
-        switch action {
-        case .attempt: beginAttempt(job)
-        case .startTransfer: launch(job)
-        case .abandonAttempt: abandon(job)
-        case .stopWaiting: job.takeHold()?.cancel(JobCancelled(jobID: job.id, by: .cancel))
-        case .cancelTransfer: services.engine.cancel(job.transferID)
-        case .scheduleRetry(let delay, let attempt, let reason): scheduleRetry(job, delay: delay, attempt: attempt, reason: reason)
-        case .finish: finish(job)
-        case .answerCancelled(let by): ended(job, .failure(JobCancelled(jobID: job.id, by: by)))
-        case .answer: ended(job, nil)
+    private func perform(_ action: JobMachine.Action, _ job: Job, _ carried: Carried, _ reply: ReplyingRPCMethod.Reply?) {
+        switch (action, carried) {
+        case (.attempt, _): beginAttempt(job)
+        case (.startTransfer, .attempt(let attempt, let prepared)): launch(job, attempt, prepared: prepared)
+        case (.abandonAttempt, .attempt(let attempt, let prepared)): giveBack(job, attempt, prepared: prepared)
+        case (.abandonAttempt, _): abandon(job)
+        case (.stopWaiting, _): job.takeHold()?.cancel(JobCancelled(jobID: job.id, by: .cancel))
+        case (.cancelTransfer, _): services.engine.cancel(job.transferID)
+        case (.scheduleRetry(let delay, let attempt, let reason), _):
+            scheduleRetry(job, delay: delay, attempt: attempt, reason: reason)
+        case (.finish, .outcome(let outcome)): finish(job, outcome)
+        case (.answerCancelled(let by), _): ended(job, .failure(JobCancelled(jobID: job.id, by: by)), reply)
+        case (.answer, .answer(let answer)): ended(job, answer, reply)
+        case (.startTransfer, _), (.finish, _), (.answer, _):
+            // The machine asks for these only after the events that carry their value.
+            assertionFailure("\(action) without what it needs")
         }
     }
 
@@ -87,13 +107,12 @@ struct JobDriver: Sendable {
     /// network, or waits for a stage's hold.
     private func prepare(_ job: Job, _ attempt: Attempt, from first: Int) {
         if job.spec.preparesOnWorker { services.engine.assertNotOnEngineThread() }
-        var attempt = attempt
         let stages = job.spec.stages
         var index = first
         while index < stages.count {
             let step: Preparation
             do {
-                step = try stages[index].prepare(&attempt, job)
+                step = try stages[index].prepare(attempt, job)
             } catch {
                 return endAttempt(job, attempt, prepared: index, .failure(error))
             }
@@ -111,8 +130,7 @@ struct JobDriver: Sendable {
                 return
             }
         }
-        job.keepPending(attempt, prepared: stages.count)
-        handle(job, .starting)
+        handle(job, .starting, carrying: .attempt(attempt, prepared: stages.count))
     }
 
     /// A stage's hold ended: the attempt goes on past that stage, or ends with its error.
@@ -124,6 +142,7 @@ struct JobDriver: Sendable {
             // raced the release gives it back.
             job.keepPending(pending.attempt, prepared: holding + 1)
             guard handle(job, .released), let attempt = job.takePending()?.attempt else { return }
+            _ = job.takeHold()
             if job.spec.preparesOnWorker {
                 services.blocking.execute { prepare(job, attempt, from: holding + 1) }
             } else {
@@ -153,17 +172,14 @@ struct JobDriver: Sendable {
     }
 
     /// Hands the prepared attempt to the engine.
-    private func launch(_ job: Job) {
-        guard let (attempt, prepared) = job.takePending() else { return }
-        var request = attempt.request
-        request.recordsExchange = services.httpLog.isEnabled
+    private func launch(_ job: Job, _ attempt: Attempt, prepared: Int) {
+        attempt.request.recordsExchange = services.httpLog.isEnabled
         // Bodies kept in memory count against what the client's connection may hold.
-        if case .memory = request.destination { request.bodyBudget = job.bodyBudget }
-        let startedAt = Date()
-        let recorded = request
+        if case .memory = attempt.request.destination { attempt.request.bodyBudget = job.bodyBudget }
+        let recording = attempt.request.recordsExchange ? (Date(), attempt.request) : nil
         do {
-            try services.engine.start(request, id: job.transferID, onProgress: progressReporter(job)) { outcome in
-                if recorded.recordsExchange {
+            try services.engine.start(attempt.request, id: job.transferID, onProgress: progressReporter(job)) { outcome in
+                if let (startedAt, recorded) = recording {
                     job.record(Job.AttemptRecord(number: attempt.number, startedAt: startedAt, request: recorded, outcome: outcome))
                 }
                 endAttempt(job, attempt, prepared: prepared,
@@ -172,7 +188,9 @@ struct JobDriver: Sendable {
         } catch {
             return endAttempt(job, attempt, prepared: prepared, .failure(error))
         }
-        handle(job, .handedOver)
+        // A cancel that came after `starting` may have reached the engine before the start:
+        // the machine repeats it now. Without a cancel there is nothing to tell it.
+        if job.mayHaveBeenCancelled { handle(job, .handedOver) }
     }
 
     /// Every stage that prepared the attempt hears how it ended; then they judge it, nearest
@@ -197,8 +215,7 @@ struct JobDriver: Sendable {
                 break judging
             }
         }
-        job.keepOutcome(outcome)
-        handle(job, .attemptEnded(decision))
+        handle(job, .attemptEnded(decision), carrying: .outcome(outcome))
     }
 
     private func scheduleRetry(_ job: Job, delay: Double, attempt: Int, reason: String) {
@@ -224,34 +241,39 @@ struct JobDriver: Sendable {
     // MARK: the answer
 
     /// Makes the answer of the decided outcome (see the type's comment for where).
-    private func finish(_ job: Job) {
-        guard let outcome = job.takeOutcome() else { return }
+    private func finish(_ job: Job, _ outcome: AttemptOutcome) {
         guard case .success(let response) = outcome else {
             return answered(job, .failure(outcome.failureValue!))
         }
-        let make: @Sendable () -> Void = { answered(job, Result { try job.spec.answer.make(job, response) }) }
+        let threads: WorkerThreads
         if job.spec.answer.blocking {
-            services.blocking.execute(make)
+            threads = services.blocking
         } else if response.body.count > Self.inlineAnswerBodyBytes {
-            services.tasks.execute(make)
+            threads = services.tasks
         } else if services.engine.activeTransfers >= Self.handOffAnswersAboveActive {
-            services.answers.execute(make)
+            threads = services.answers
         } else {
-            make()
+            return answered(job, Result { try job.spec.answer.make(job, response) })
+        }
+        // Made on another thread: the body counts against the client's budget until the
+        // answer is queued.
+        let pending = response.body.count
+        job.bodyBudget?.answerPending(pending)
+        threads.execute {
+            answered(job, Result { try job.spec.answer.make(job, response) })
+            job.bodyBudget?.answerQueued(pending)
         }
     }
 
     private func answered(_ job: Job, _ answer: Result<JSONValue, any Error>) {
-        job.keepAnswer(answer)
         let succeeded = if case .success = answer { true } else { false }
-        handle(job, .resultMade(succeeded: succeeded))
+        handle(job, .resultMade(succeeded: succeeded), carrying: .answer(answer))
     }
 
-    /// The job is over: unregistered, logged, and answered, once. `cancelled` is the answer
-    /// of a cancel; otherwise the answer made.
-    private func ended(_ job: Job, _ cancelled: Result<JSONValue, any Error>?) {
-        let (made, reply) = job.takeAnswerAndReply()
-        guard let reply, let answer = cancelled ?? made else { return }
+    /// The job is over: unregistered, logged, and answered, once (the machine hands out the
+    /// reply with the one transition that answers).
+    private func ended(_ job: Job, _ answer: Result<JSONValue, any Error>, _ reply: ReplyingRPCMethod.Reply?) {
+        guard let reply else { return }
         for stage in job.spec.stages { stage.jobEnded(job, answer) }
         let outcome: HARBuilder.JobOutcome
         switch answer {
@@ -264,8 +286,6 @@ struct JobDriver: Sendable {
         services.httpLog.jobFinished(job, outcome: outcome)
         services.log.debug("job \(job.id): \(outcome.text) after \(job.attempts) attempt(s), \(ContinuousClock.now - job.startedAt)")
         reply(answer)
-        // The answer is queued now (and counted as the connection's outbound bytes).
-        job.bodyBudget?.release(job.transferID)
     }
 }
 

@@ -116,71 +116,103 @@ struct JobMachine: Sendable, Equatable {
         case answer
     }
 
+    /// At most two actions per transition, kept inline: a transition allocates nothing.
+    struct Actions: Equatable, Sendable {
+        let first: Action?
+        let second: Action?
+
+        init(_ first: Action? = nil, _ second: Action? = nil) {
+            self.first = first
+            self.second = second
+        }
+
+        static let none = Actions()
+
+        @inline(__always)
+        func forEach(_ body: (Action) -> Void) {
+            if let first { body(first) }
+            if let second { body(second) }
+        }
+
+        var list: [Action] { [first, second].compactMap { $0 } }
+        var isEmpty: Bool { first == nil }
+
+        /// Whether one of them answers the job.
+        var answers: Bool { Self.answers(first) || Self.answers(second) }
+
+        private static func answers(_ action: Action?) -> Bool {
+            switch action {
+            case .answer?, .answerCancelled?: true
+            default: false
+            }
+        }
+    }
+
     private(set) var state = State.queued
     /// Attempts handed to the engine so far.
     private(set) var attempts = 0
 
     /// Moves the machine; returns the actions to perform, in order, and whether the event was
     /// taken (a cancel answers `cancelled: true` exactly when it is).
-    mutating func handle(_ event: Event, now: Double) -> (actions: [Action], taken: Bool) {
+    mutating func handle(_ event: Event, now: @autoclosure () -> Double) -> (actions: Actions, taken: Bool) {
         switch (state, event) {
         case (.queued, .begin), (.waitingToRetry, .retryTimerFired):
             state = .queued
-            return ([.attempt], true)
+            return (Actions(.attempt), true)
 
         case (.queued, .held):
             state = .waitingForHost
-            return ([], true)
+            return (.none, true)
         case (.waitingForHost, .released):
             state = .queued
-            return ([], true)
+            return (.none, true)
 
         case (.queued, .starting):
             state = .running
             attempts += 1
-            return ([.startTransfer], true)
+            return (Actions(.startTransfer), true)
         case (.cancelled, .starting), (.cancelled, .released):
             // Cancelled while the stages prepared it, or as the host let it go.
-            return ([.abandonAttempt], false)
+            return (Actions(.abandonAttempt), false)
         case (.cancelled, .held):
-            return ([.abandonAttempt], false)
+            return (Actions(.abandonAttempt), false)
         case (.running, .handedOver):
-            return ([], true)
+            return (.none, true)
         case (.cancelling, .handedOver):
-            return ([.cancelTransfer], true)
+            return (Actions(.cancelTransfer), true)
 
         case (.running, .attemptEnded(.next)):
             state = .queued
-            return ([.attempt], true)
+            return (Actions(.attempt), true)
         case (.running, .attemptEnded(.again(let delay, let reason))), (.queued, .attemptEnded(.again(let delay, let reason))):
-            state = .waitingToRetry(until: now + delay)
-            return ([.scheduleRetry(delay: delay, attempt: attempts + 1, reason: reason)], true)
+            state = .waitingToRetry(until: now() + delay)
+            return (Actions(.scheduleRetry(delay: delay, attempt: attempts + 1, reason: reason)), true)
         case (.running, .attemptEnded(.final)), (.queued, .attemptEnded(.final)), (.waitingForHost, .attemptEnded(.final)):
             // (held: the queue refused it)
             state = .finishing
-            return ([.finish], true)
+            return (Actions(.finish), true)
         case (.cancelling(let by), .attemptEnded):
             state = .cancelled(by)
-            return ([.answerCancelled(by)], true)
+            return (Actions(.answerCancelled(by)), true)
 
         case (.finishing, .resultMade(let succeeded)):
             state = succeeded ? .finished : .failed
-            return ([.answer], true)
+            return (Actions(.answer), true)
 
         case (.queued, .cancel(let by)), (.waitingToRetry, .cancel(let by)):
             state = .cancelled(by)
-            return ([.answerCancelled(by)], true)
+            return (Actions(.answerCancelled(by)), true)
         case (.waitingForHost, .cancel(let by)):
             state = .cancelled(by)
-            return ([.stopWaiting, .answerCancelled(by)], true)
+            return (Actions(.stopWaiting, .answerCancelled(by)), true)
         case (.running, .cancel(let by)):
             state = .cancelling(by)
-            return ([.cancelTransfer], true)
+            return (Actions(.cancelTransfer), true)
 
         default:
             // Too late (finishing, ended, a second cancel), or stale (a retry timer or a
             // stage's release after a cancel): nothing to do.
-            return ([], false)
+            return (.none, false)
         }
     }
 }

@@ -4,7 +4,7 @@ import JSONRPC
 /// What a method asks for, decoded once from its params: the kind of job, the request model,
 /// the base request of every attempt, the stages it passes through, and how its answer is
 /// made from the final response. `JobDriver` runs it.
-struct JobSpec: Sendable {
+final class JobSpec: Sendable {
     enum Kind: String, Sendable {
         case fetch, download, upload
     }
@@ -19,6 +19,8 @@ struct JobSpec: Sendable {
 
     let kind: Kind
     let model: RequestModel
+    /// The request URL's host, whose limits apply (parsed once).
+    let host: HostKey
     let request: HTTPRequest
     let stages: [any Stage]
     let retryPolicy: RetryPolicy
@@ -31,6 +33,7 @@ struct JobSpec: Sendable {
          preparesOnWorker: Bool = false, answer: Answer) {
         self.kind = kind
         self.model = model
+        host = HostKey(model.url)
         self.request = request
         self.stages = stages
         self.retryPolicy = retryPolicy ?? model.retryPolicy

@@ -25,13 +25,14 @@ struct FetchMethod: ReplyingRPCMethod {
 
     func start(_ params: JSONValue?, context: RPCContext, reply: @escaping Reply) throws {
         let params = try Params(params, policy: policy)
+        let bodyMode = params.bodyMode
         let spec = JobSpec(
             kind: .fetch, model: params.model, request: params.model.httpRequest(maxBodyBytes: params.maxBodyBytes),
             stages: Pipeline.stages(driver.services),
             answer: JobSpec.Answer(blocking: false) { job, response in
                 var result = ResponseFields.common(job: job, response: response)
                 result["bytes"] = JSONValue(response.body.count)
-                ResponseBody.add(response.body, mode: params.bodyMode, to: &result)
+                ResponseBody.add(response.body, mode: bodyMode, to: &result)
                 return .object(result)
             })
         try driver.start(spec, context: context, reply: reply)

@@ -5,11 +5,16 @@ import FoundationEssentials
 /// room, else it is held in the host's queue (by priority, then first come) until the limits
 /// allow it. Each attempt gives its slot back when it ends; a 429 or 503 with Retry-After
 /// pauses the host for everyone, whether or not this job tries again.
-struct HostLimitStage: Stage {
+final class HostLimitStage: Stage {
     let admission: HostAdmission
     let log: Logger
 
-    func prepare(_ attempt: inout Attempt, _ job: Job) throws -> Preparation {
+    init(admission: HostAdmission, log: Logger) {
+        self.admission = admission
+        self.log = log
+    }
+
+    func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         let ticket = Self.ticket(attempt, job)
         if admission.startNow(ticket) { return .proceed }
         // Only a job's first attempt can be refused for a full queue.
@@ -40,8 +45,8 @@ struct HostLimitStage: Stage {
     /// another host: its limits apply).
     private static func host(_ attempt: Attempt, _ job: Job) -> HostKey {
         // Most attempts go to the request's own URL, parsed once already.
-        if attempt.request.url == job.spec.request.url { return HostKey(job.spec.model.url) }
-        return (try? RequestURL(attempt.request.url)).map(HostKey.init) ?? HostKey(job.spec.model.url)
+        if attempt.request.url == job.spec.request.url { return job.spec.host }
+        return (try? RequestURL(attempt.request.url)).map(HostKey.init) ?? job.spec.host
     }
 
     static func ticket(_ attempt: Attempt, _ job: Job) -> HostScheduler.Ticket {

@@ -24,7 +24,7 @@ final class PartFileStage: Stage, @unchecked Sendable {
         self.errorBodyLimit = errorBodyLimit
     }
 
-    func prepare(_ attempt: inout Attempt, _ job: Job) throws -> Preparation {
+    func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         var offset: Int64 = 0
         var hash = SHA256()
         if resume, let size = part.size, size > 0, let validator = part.validator {

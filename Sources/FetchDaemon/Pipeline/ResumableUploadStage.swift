@@ -26,7 +26,7 @@ final class ResumableUploadStage: Stage, @unchecked Sendable {
         session = ResumableUpload(fileSize: fileSize, chunkSize: chunkSize, contentType: contentType)
     }
 
-    func prepare(_ attempt: inout Attempt, _ job: Job) throws -> Preparation {
+    func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         sent = session.next
         guard sent != .start else {
             attempt.request.headers += session.startHeaders()

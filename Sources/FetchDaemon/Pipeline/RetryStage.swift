@@ -4,7 +4,7 @@ import FoundationEssentials
 /// The request's retry policy (RetryPolicy: backoff with jitter, Retry-After, the statuses
 /// and failures worth another try, the attempt budget). Only statuses and transfer failures
 /// are retried, never a cancel or a local error.
-struct RetryStage: Stage {
+final class RetryStage: Stage {
     func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict {
         let judged: RetryPolicy.Outcome
         switch outcome {

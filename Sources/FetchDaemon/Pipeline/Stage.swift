@@ -13,11 +13,12 @@ import JSONRPC
 ///   outcome is final, or another attempt follows;
 /// - `jobEnded`, once, when the job is answered.
 ///
-/// The stages of one job are called one at a time, in the order of the job's life, never
+/// Stages are classes: a job's list of them is a list of references (an existential of a
+/// class is a pointer, copied with a retain). The stages of one job are called one at a time, in the order of the job's life, never
 /// concurrently; `prepare` runs on a worker thread for jobs that use local files
 /// (`JobSpec.preparesOnWorker`), so it may then do blocking file work.
-protocol Stage: Sendable {
-    func prepare(_ attempt: inout Attempt, _ job: Job) throws -> Preparation
+protocol Stage: AnyObject, Sendable {
+    func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation
     func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job)
     func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict
     /// The job is answered (`answer`: its result, or why it failed or was cancelled).
@@ -25,17 +26,23 @@ protocol Stage: Sendable {
 }
 
 extension Stage {
-    func prepare(_ attempt: inout Attempt, _ job: Job) throws -> Preparation { .proceed }
+    func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation { .proceed }
     func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) {}
     func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict { .pass }
     func jobEnded(_ job: Job, _ answer: Result<JSONValue, any Error>) {}
 }
 
-/// One attempt, as the stages prepare it.
-struct Attempt: Sendable {
+/// One attempt, as the stages prepare it. A reference, handed along without copying the
+/// request; like a job's stages, it is touched by one step at a time.
+final class Attempt: @unchecked Sendable {
     /// 1 for the first attempt.
     let number: Int
     var request: HTTPRequest
+
+    init(number: Int, request: HTTPRequest) {
+        self.number = number
+        self.request = request
+    }
 }
 
 /// How an attempt ended: the answer, or why there was none (a JobFailed for the network).
