@@ -51,9 +51,10 @@ public final class Daemon: Sendable {
         let httpLog = HTTPLog(defaultDirectory: options.httpLogDirectory(environment: environment), log: log)
         self.httpLog = httpLog
         let tasks = WorkerThreads(name: "fetchd-tasks", count: WorkerThreads.defaultCount)
+        let cork = WriteCork()
         let jobs = JobRegistry(services: JobServices(
             engine: engine, admission: admission, httpLog: httpLog, log: log,
-            answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { WriteCork.around($0) }),
+            answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { cork.around($0) }),
             tasks: tasks, blocking: WorkerThreads(name: "fetchd-blocking", count: 4),
             timers: DispatchQueue(label: "fetchd.retry-waits")))
         self.jobs = jobs
@@ -86,6 +87,7 @@ public final class Daemon: Sendable {
             answer: { message, context in await dispatcher.answer(message: message, context: context) },
             maxMessageBytes: options.maxMessageBytes,
             unfinishedLines: UnfinishedLines(maxMessageBytes: options.maxMessageBytes),
+            cork: cork,
             tasks: tasks,
             opened: { id, budget in jobs.connectionOpened(id, budget: budget) },
             vanished: { id in

@@ -75,7 +75,20 @@ final class DownloadSink: @unchecked Sendable {
     private var decided = false
     private var toFile = false
     private(set) var resumed = false
-    private(set) var failure: String?
+    private(set) var failure: Failure?
+
+    /// Why the download stopped: the local file could not be written (a file error for the
+    /// client, naming the part file), or the server's answer cannot be continued.
+    enum Failure: Equatable {
+        case writing(String)
+        case answer(String)
+
+        var detail: String {
+            switch self {
+            case .writing(let detail), .answer(let detail): detail
+            }
+        }
+    }
 
     /// `hashQueue` is for tests, which hold it to make the hash fall behind; so is
     /// `descriptor` (a device that refuses writes, which the part file's open refuses).
@@ -150,7 +163,7 @@ final class DownloadSink: @unchecked Sendable {
             let n = pwrite(fd, bytes.baseAddress! + written, bytes.count - written, off_t(offset))
             if n < 0 {
                 if errno == EINTR { continue }
-                failure = "writing \(target.partPath): \(String(cString: strerror(errno)))"
+                failure = .writing("writing \(target.partPath): \(String(cString: strerror(errno)))")
                 return false
             }
             written += n
@@ -175,7 +188,7 @@ final class DownloadSink: @unchecked Sendable {
         if status == 206 && target.resumeOffset > 0 {
             let range = headers.last { $0.name.lowercased() == "content-range" }?.value ?? ""
             guard Self.rangeStart(range) == target.resumeOffset else {
-                failure = "the server resumed at the wrong place (Content-Range: \(range))"
+                failure = .answer("the server resumed at the wrong place (Content-Range: \(range))")
                 return
             }
             resumed = true

@@ -175,7 +175,8 @@ final class EngineLoop: @unchecked Sendable {
                 end(transfer, .success(transfer.response()))
             } else if code == CURLE_OK || code == CURLE_WRITE_ERROR, let failure = transfer.downloadSink?.failure {
                 let path = transfer.downloadSink?.target.partPath
-                end(transfer, .failure(TransferError(.other, failure, filePath: failure.hasPrefix("writing") ? path : nil)))
+                let file: String? = if case .writing = failure { path } else { nil }
+                end(transfer, .failure(TransferError(.other, failure.detail, filePath: file)))
             } else if code == CURLE_WRITE_ERROR && transfer.bodyTooLarge {
                 let limit = transfer.request.maxBodyBytes
                 end(transfer, .failure(TransferError(.bodyTooLarge, "the body is larger than maxBodyBytes (\(limit))")))

@@ -96,7 +96,8 @@ final class DownloadSinkTests: XCTestCase {
         XCTAssertTrue(write(sink, fullPiece), "gathered: nothing is written yet")
         XCTAssertNil(sink.failure)
         _ = sink.finish(status: 200, headers: [])
-        XCTAssertTrue(sink.failure?.contains("No space left on device") ?? false, "\(sink.failure ?? "no failure")")
+        guard case .writing(let detail)? = sink.failure else { return XCTFail("\(String(describing: sink.failure))") }
+        XCTAssertTrue(detail.contains("No space left on device"), detail)
     }
 
     func testAWriteThatFailsMidBodyStopsTheTransfer() throws {

@@ -2,6 +2,7 @@ import Dispatch
 import FetchEngine
 import FoundationEssentials
 import JSONRPC
+import Synchronization
 
 /// Performs what a job's `JobMachine` asks for, for every kind of job (fetch, download, upload,
 /// resumable upload): runs each attempt through the job's stages, hands it to the engine,
@@ -126,7 +127,14 @@ struct JobDriver: Sendable {
                 // Cancelled meanwhile: the hold is never started (abandonAttempt).
                 guard handle(job, .held) else { return }
                 let holding = index
-                hold.start { released in self.released(job, released, holding: holding) }
+                // The chain checks its own contract: a hold releases its attempt exactly once.
+                let once = ReleasedOnce()
+                hold.start { released in
+                    guard once.first() else {
+                        return assertionFailure("stage \(type(of: stages[holding])) released an attempt twice")
+                    }
+                    self.released(job, released, holding: holding)
+                }
                 return
             }
         }
@@ -294,5 +302,14 @@ extension Result {
     var failureValue: Failure? {
         if case .failure(let error) = self { return error }
         return nil
+    }
+}
+
+/// Whether a hold's release is its first (a stage must release an attempt exactly once).
+private final class ReleasedOnce: Sendable {
+    private let released = Atomic<Bool>(false)
+
+    func first() -> Bool {
+        released.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
     }
 }

@@ -9,14 +9,6 @@ struct GetLoggingMethod: InlineRPCMethod {
     func callInline(_ params: JSONValue?, context: RPCContext) throws -> JSONValue {
         let reader = try ParamReader(params)
         try reader.finish()
-        return Self.describe(httpLog.current)
-    }
-
-    static func describe(_ settings: HTTPLog.Settings) -> JSONValue {
-        [
-            "enabled": .bool(settings.enabled), "directory": .string(settings.directory),
-            "bodies": .bool(settings.bodies), "maxBodyBytes": JSONValue(settings.maxBodyBytes),
-            "redact": .bool(settings.redact),
-        ]
+        return SettingsFields.logging(httpLog.current)
     }
 }

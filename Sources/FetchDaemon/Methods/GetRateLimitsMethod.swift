@@ -23,7 +23,7 @@ struct GetRateLimitsMethod: InlineRPCMethod {
         for pattern in scheduler.limits.keys.sorted(by: { ($0 == "*" ? "" : $0) < ($1 == "*" ? "" : $1) }) {
             guard let limit = scheduler.limits[pattern] else { continue }
             let governed = scheduler.hosts.filter { scheduler.limitEntry(for: $0.key) == pattern }
-            var entry = Self.describe(host: pattern, limit: limit).objectValue ?? JSONObject()
+            var entry = SettingsFields.rateLimit(host: pattern, limit: limit).objectValue ?? JSONObject()
             entry["running"] = JSONValue(governed.values.reduce(0) { $0 + $1.running })
             entry["queued"] = JSONValue(governed.values.reduce(0) { $0 + $1.waiting.count })
             entry["pausedUntil"] = iso(governed.values.compactMap(\.pausedUntil).max())
@@ -39,15 +39,6 @@ struct GetRateLimitsMethod: InlineRPCMethod {
         }
         return ["limits": .array(limits), "hosts": .array(hosts), "queued": JSONValue(scheduler.queued),
                 "maxQueued": JSONValue(scheduler.maxQueued)]
-    }
-
-    static func describe(host: String, limit: HostScheduler.Limit) -> JSONValue {
-        [
-            "host": .string(host),
-            "maxConcurrent": limit.maxConcurrent.map { JSONValue($0) } ?? .null,
-            "requestsPerSecond": limit.requestsPerSecond.map(JSONValue.double) ?? .null,
-            "burst": JSONValue(limit.burst),
-        ]
     }
 }
 

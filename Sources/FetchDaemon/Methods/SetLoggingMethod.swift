@@ -23,6 +23,6 @@ struct SetLoggingMethod: RPCMethod {
         if let redact = try reader.bool("redact") { settings.redact = redact }
         try reader.finish()
         try httpLog.apply(settings)
-        return GetLoggingMethod.describe(settings)
+        return SettingsFields.logging(settings)
     }
 }

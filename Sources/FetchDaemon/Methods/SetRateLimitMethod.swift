@@ -35,6 +35,6 @@ struct SetRateLimitMethod: InlineRPCMethod {
         }
         try reader.finish()
         admission.setLimit(limit, for: host)
-        return GetRateLimitsMethod.describe(host: host, limit: limit)
+        return SettingsFields.rateLimit(host: host, limit: limit)
     }
 }

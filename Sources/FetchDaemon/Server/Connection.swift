@@ -23,6 +23,8 @@ final class Connection: Sendable {
         let maxMessageBytes: Int
         /// Every connection's partial lines together (shared by all connections).
         let unfinishedLines: UnfinishedLines
+        /// Holds back the writes of answers made in a burst on the answer thread.
+        let cork: WriteCork
         /// Where this connection's tasks run (a large line's parse, a deferred answer).
         let tasks: any TaskExecutor
         /// The connection is served from now on; its jobs' bodies count against `budget`.
@@ -189,7 +191,7 @@ final class Connection: Sendable {
     /// `WriteCork` the write waits for the end of the burst.
     private func answered(_ answer: JSONValue?) {
         let line = answer.map(RPCMessage.line)
-        let cork = line == nil ? nil : WriteCork.current
+        let cork = line != nil && hooks.cork.isHolding ? hooks.cork : nil
         let (gone, closing, holdBack) = state.withLock { s -> (Bool, Bool, Bool) in
             s.inFlight -= 1
             var gone = false
@@ -205,7 +207,7 @@ final class Connection: Sendable {
             }
             return (gone, s.readClosed && s.inFlight == 0, holdBack)
         }
-        if holdBack, let cork { WriteCork.holdBack(self, in: cork) }
+        if holdBack, let cork { cork.holdBack(self) }
         if gone { loop.execute { self.peerVanished(); self.closeIfDone() } }
         if line != nil && cork == nil { updateInterest() }
         // Only a client that stopped sending may now be due to close: no wake-up of the loop

@@ -106,7 +106,7 @@ final class SocketServer: Sendable {
             let id = nextID.add(1, ordering: .relaxed).oldValue
             let connectionHooks = Connection.Hooks(
                 prepare: hooks.prepare, answer: hooks.answer, maxMessageBytes: hooks.maxMessageBytes,
-                unfinishedLines: hooks.unfinishedLines, tasks: hooks.tasks,
+                unfinishedLines: hooks.unfinishedLines, cork: hooks.cork, tasks: hooks.tasks,
                 opened: hooks.opened, vanished: hooks.vanished,
                 closed: { [weak self] id in
                     self?.connections.withLock { _ = $0.removeValue(forKey: id) }

@@ -1,34 +1,33 @@
 import Glibc
+import Synchronization
 
-/// Holds back the socket writes of answers made in one burst on one thread, so that the
-/// answers one client is owed leave in one write and wake it once.
-enum WriteCork {
-    /// The connections with answers held back on the current thread (that thread only).
-    final class Held {
-        fileprivate var connections: [Connection] = []
-    }
-
-    private static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        pthread_key_create(&key, nil)
-        return key
-    }()
+/// Holds back the socket writes of answers made in one burst on the answer thread, so that the
+/// answers one client is owed leave in one write and wake it once. One instance, made by
+/// `Daemon` and handed to the answer thread (its burst wrapper) and to every connection.
+final class WriteCork: @unchecked Sendable {
+    /// The thread that runs bursts, once it has run one.
+    private let burstThread = Atomic<UInt>(0)
+    /// The connections with answers held back in the current burst; nil between bursts.
+    /// Touched only by the burst thread (`isHolding` checks the thread first).
+    private var held: [Connection]?
 
     /// Runs `body` with this thread's answer writes held back, then writes them.
-    static func around(_ body: () -> Void) {
-        let held = Held()
-        pthread_setspecific(key, Unmanaged.passUnretained(held).toOpaque())
+    func around(_ body: () -> Void) {
+        burstThread.store(pthread_self(), ordering: .relaxed)
+        held = []
         body()
-        pthread_setspecific(key, nil)
-        for connection in held.connections { connection.flushHeldBack() }
+        let connections = held ?? []
+        held = nil
+        for connection in connections { connection.flushHeldBack() }
     }
 
-    /// Where this thread holds writes back, if it does.
-    static var current: Held? {
-        pthread_getspecific(key).map { Unmanaged<Held>.fromOpaque($0).takeUnretainedValue() }
+    /// Whether the calling thread is in a burst now (its writes wait for the burst's end).
+    var isHolding: Bool {
+        pthread_self() == burstThread.load(ordering: .relaxed) && held != nil
     }
 
-    static func holdBack(_ connection: Connection, in held: Held) {
-        held.connections.append(connection)
+    /// Burst thread only, while `isHolding`.
+    func holdBack(_ connection: Connection) {
+        held?.append(connection)
     }
 }
