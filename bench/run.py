@@ -206,7 +206,7 @@ class Aria2:
 
 def arrival_stats(ts, limit, streams=1):
     """How a run of requests arrived at the server: the rate over the run, the most in any
-    one-second window, and the gaps between arrivals (nginx logs milliseconds). `streams`
+    one-second window, and the gaps between arrivals (kernel receive stamps). `streams`
     processes that each send their share one after another span (n - streams) intervals of
     the whole from the first arrival to the last, not n - 1: (n - 1) / span would count 4
     processes of 10 requests at 5/s each as 21.7/s, not 20."""
@@ -243,7 +243,8 @@ class Bench:
         curl_flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libcurl"], check=True,
                                     stdout=subprocess.PIPE, text=True).stdout.split()
         for name, extra in (("floor", curl_flags), ("fetchd_load", []), ("echo_server", ["-pthread"]),
-                            ("ping_rtt", []), ("upload_sink", ["-pthread"]), ("aria2_load", [])):
+                            ("ping_rtt", []), ("upload_sink", ["-pthread"]), ("aria2_load", []),
+                            ("arrival_server", ["-pthread"])):
             exe = os.path.join(out, name)
             subprocess.run(["gcc", "-O2", "-o", exe, os.path.join(BENCH, name + ".c")] + extra,
                            check=True, timeout=120)
@@ -261,7 +262,7 @@ class Bench:
         prefix = os.path.join(self.tmp, "nginx")
         os.makedirs(prefix)
         for attempt in range(5):
-            port, limited_port = nginx.free_port(), nginx.free_port()
+            port = nginx.free_port()
             user = "user root;\n" if os.getuid() == 0 else ""
             conf = f"""{user}daemon off;
 master_process off;
@@ -280,11 +281,7 @@ http {{
     fastcgi_temp_path {prefix}/fastcgi_temp;
     uwsgi_temp_path {prefix}/uwsgi_temp;
     scgi_temp_path {prefix}/scgi_temp;
-    log_format arrival '$msec';
     server {{ listen 127.0.0.1:{port}; server_name localhost; root {static}; }}
-    # The rate-limit rounds' host: each request's arrival time (ms) is logged.
-    server {{ listen 127.0.0.1:{limited_port}; server_name limited; root {static};
-             access_log {prefix}/arrivals.log arrival; }}
 }}
 """
             path = os.path.join(prefix, "nginx.conf")
@@ -292,15 +289,26 @@ http {{
                 f.write(conf)
             p = self.stack.start([nginx.NGINX, "-p", prefix, "-c", path, "-e", os.path.join(prefix, "error.log")],
                                  stderr=subprocess.DEVNULL)
-            if nginx.wait_port(port, time.monotonic() + 10, p) and nginx.wait_port(limited_port, time.monotonic() + 5, p):
+            if nginx.wait_port(port, time.monotonic() + 10, p):
                 self.nginx, self.base = p, f"http://127.0.0.1:{port}"
                 self.small = self.base + "/small.txt"
-                self.limited_host = f"127.0.0.1:{limited_port}"
-                self.limited_small = f"http://{self.limited_host}/small.txt"
-                self.arrivals_log = os.path.join(prefix, "arrivals.log")
                 return
             self.stack.stop(p)
         raise RuntimeError("nginx did not start")
+
+    def start_arrivals(self):
+        """The rate-limit rounds' host: bench/arrival_server logs each request's arrival as
+        the kernel stamped its packet (ns), where nginx logs milliseconds at the request's end."""
+        self.arrivals_log = os.path.join(self.tmp, "arrivals.log")
+        for attempt in range(5):
+            port = nginx.free_port()
+            p = self.stack.start([self.bin["arrival_server"], str(port), self.arrivals_log], stderr=subprocess.DEVNULL)
+            if nginx.wait_port(port, time.monotonic() + 5, p):
+                self.limited_host = f"127.0.0.1:{port}"
+                self.limited_small = f"http://{self.limited_host}/small.txt"
+                return
+            self.stack.stop(p)
+        raise RuntimeError("arrival_server did not start")
 
     def start_sink(self):
         for attempt in range(5):
@@ -528,7 +536,7 @@ http {{
 
     # -- a request-rate limit shared by several processes
     def arrivals_since(self, offset):
-        """Arrival times (s) that nginx logged for the rate-limited host after byte `offset`."""
+        """Arrival times (s) that arrival_server logged for the rate-limited host after byte `offset`."""
         with open(self.arrivals_log, "rb") as f:
             f.seek(offset)
             return [float(line) for line in f.read().split()]
@@ -818,6 +826,7 @@ def main():
         shutil.copy2(src, b.fetchd_bin)
         b.compile()
         b.start_nginx()
+        b.start_arrivals()
         if args.profile:
             return profile(b, args)
         meta = {"started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
