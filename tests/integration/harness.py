@@ -490,3 +490,39 @@ class DaemonTestCase(unittest.TestCase):
         self.assertEqual(r["status"], 200, r)
         self.assertIn("body", r, r)
         return r, json.loads(r["body"])
+
+
+def ping_seconds(daemon, timeout=5):
+    """How long a ping on a fresh connection takes to be answered (nothing may hold the
+    thread that reads requests)."""
+    with daemon.client() as c:
+        started = time.monotonic()
+        if c.call("ping", timeout=timeout) != "pong":
+            raise AssertionError("ping was not answered pong")
+        return time.monotonic() - started
+
+
+class AllowDirCase(unittest.TestCase):
+    """One daemon per class with --allow-dir: `allowed` inside, `outside` next to it."""
+    OUTSIDE = "outside"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = servers()
+        cls.base = tempfile.mkdtemp(prefix="fetchd-allow-")
+        cls.allowed = os.path.join(cls.base, "allowed")
+        cls.outside = os.path.join(cls.base, cls.OUTSIDE)
+        os.makedirs(cls.allowed)
+        os.makedirs(cls.outside)
+        cls.daemon = Daemon("--allow-dir", cls.allowed).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.close()
+        shutil.rmtree(cls.base, ignore_errors=True)
+
+    def setUp(self):
+        self.c = self.daemon.client()
+
+    def tearDown(self):
+        self.c.close()

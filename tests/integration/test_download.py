@@ -13,7 +13,7 @@ import tempfile
 import unittest
 import urllib.request
 
-from harness import Daemon, DaemonTestCase, RPCError, big_bin, closed_port, servers, sha256, wait_for
+from harness import AllowDirCase, Daemon, DaemonTestCase, RPCError, big_bin, closed_port, servers, sha256, wait_for
 from jobhelpers import collect, hits, job_entry, key, list_jobs, send_request
 import testserver
 
@@ -497,28 +497,7 @@ class TestDownloadWriteFailure(DownloadCase):
         self.failed_write(self.LIMIT + (64 << 10))
 
 
-class TestDownloadAllowDir(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = servers()
-        cls.base = tempfile.mkdtemp(prefix="fetchd-allow-")
-        cls.allowed = os.path.join(cls.base, "allowed")
-        cls.outside = os.path.join(cls.base, "outside")
-        os.makedirs(cls.allowed)
-        os.makedirs(cls.outside)
-        cls.daemon = Daemon("--allow-dir", cls.allowed).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.daemon.close()
-        shutil.rmtree(cls.base, ignore_errors=True)
-
-    def setUp(self):
-        self.c = self.daemon.client()
-
-    def tearDown(self):
-        self.c.close()
-
+class TestDownloadAllowDir(AllowDirCase):
     def refused(self, path):
         name = key("allow")
         try:
