@@ -1,0 +1,142 @@
+import FetchEngine
+import JSONRPC
+
+/// One `setAuth` rule: which hosts it covers and how their credential is made. Decoded once
+/// from the params; the secrets it holds (an inline token, password or client secret) never
+/// leave the daemon: answers show only `AuthStatus`.
+struct AuthRule: Sendable {
+    /// A secret given inline, or a file read at each use (so a rotated file is picked up).
+    enum Secret: Sendable, Equatable {
+        case inline(String)
+        case file(String)
+    }
+
+    enum Kind: Sendable {
+        case bearer(token: Secret)
+        case basic(user: String, password: Secret)
+        case oauth2(OAuth2Grant)
+    }
+
+    let host: AuthHostPattern
+    let kind: Kind
+
+    /// The `type` of setAuth and getAuth.
+    var type: String {
+        switch kind {
+        case .bearer: "bearer"
+        case .basic: "basic"
+        case .oauth2: "oauth2"
+        }
+    }
+
+    /// Given inline: the credential is made once and never changes, so there is nothing to
+    /// fetch and a 401 is not worth a second try with the same credential.
+    var fixedCredential: Credential? {
+        switch kind {
+        case .bearer(.inline(let token)): Credential.bearer(token)
+        case .basic(let user, .inline(let password)): Credential.basic(user: user, password: password)
+        default: nil
+        }
+    }
+
+    /// The type names setAuth accepts (`null` removes the host's rule).
+    static let types = ["bearer", "basic", "oauth2"]
+
+    /// Reads a setAuth params object (its `host` and `type` included); nil for `type: null`,
+    /// which removes the host's rule. Every mistake is -32602 naming the field.
+    static func read(_ params: JSONValue?, path: String = "", policy: FilePolicy) throws -> (AuthHostPattern, AuthRule?) {
+        var reader = try ParamReader(params, path: path)
+        let hostText = try reader.requiredString("host")
+        guard let host = AuthHostPattern(hostText) else {
+            throw RPCError.invalidParams(field: reader.field("host"), "expected name, name:port or *.domain")
+        }
+        guard let typeValue = reader.value("type") else {
+            throw RPCError.invalidParams(field: reader.field("type"), "required: one of \(types.joined(separator: ", ")), or null to remove the rule")
+        }
+        let kind: Kind
+        switch typeValue {
+        case .null:
+            try reader.finish()
+            return (host, nil)
+        case .string("bearer"):
+            kind = .bearer(token: try secret(&reader, inline: "token", file: "tokenFile", policy: policy))
+        case .string("basic"):
+            let user = try reader.requiredString("user")
+            guard !user.contains(":") else {
+                throw RPCError.invalidParams(field: reader.field("user"), "a basic user name cannot contain a colon")
+            }
+            try HTTPSyntax.checkFieldValue(user, field: reader.field("user"))
+            kind = .basic(user: user, password: try secret(&reader, inline: "password", file: "passwordFile", policy: policy))
+        case .string("oauth2"):
+            kind = .oauth2(try OAuth2Grant(reading: &reader, policy: policy))
+        default:
+            throw RPCError.invalidParams(field: reader.field("type"), "expected one of \(types.joined(separator: ", ")), or null")
+        }
+        try reader.finish()
+        return (host, AuthRule(host: host, kind: kind))
+    }
+
+    /// Exactly one of the inline field and the file field.
+    static func secret(_ reader: inout ParamReader, inline: String, file: String, policy: FilePolicy) throws -> Secret {
+        let text = try reader.string(inline)
+        let path = try reader.string(file)
+        switch (text, path) {
+        case (let text?, nil):
+            guard !text.isEmpty else { throw RPCError.invalidParams(field: reader.field(inline), "must not be empty") }
+            try HTTPSyntax.checkFieldValue(text, field: reader.field(inline))
+            return .inline(text)
+        case (nil, let path?):
+            try policy.checkReadable(path, field: reader.field(file))
+            return .file(path)
+        case (nil, nil):
+            throw RPCError.invalidParams(field: reader.field(inline), "required: \(inline) or \(file)")
+        case (_?, _?):
+            throw RPCError.invalidParams(field: reader.field(file), "only one of \(inline) and \(file) may be given")
+        }
+    }
+}
+
+/// OAuth 2.0's client-credentials grant (RFC 6749 4.4): the daemon asks `tokenURL` for a
+/// token with the client's id and secret and caches it until `refreshBefore` seconds before
+/// it expires.
+struct OAuth2Grant: Sendable {
+    let tokenURL: String
+    let clientID: String
+    let clientSecret: AuthRule.Secret
+    let scope: String?
+    let audience: String?
+    /// nil: the default, 60 s or half the token's lifetime when that is shorter.
+    let refreshBefore: Double?
+
+    init(tokenURL: String, clientID: String, clientSecret: AuthRule.Secret, scope: String? = nil, audience: String? = nil,
+         refreshBefore: Double? = nil) {
+        self.tokenURL = tokenURL
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+        self.scope = scope
+        self.audience = audience
+        self.refreshBefore = refreshBefore
+    }
+
+    init(reading reader: inout ParamReader, policy: FilePolicy) throws {
+        let url = try reader.requiredString("tokenUrl")
+        do {
+            _ = try RequestURL(url)
+        } catch {
+            throw RPCError.invalidParams(field: reader.field("tokenUrl"), "expected an http or https URL")
+        }
+        tokenURL = url
+        clientID = try reader.requiredString("clientId")
+        try HTTPSyntax.checkFieldValue(clientID, field: reader.field("clientId"))
+        clientSecret = try AuthRule.secret(&reader, inline: "clientSecret", file: "clientSecretFile", policy: policy)
+        scope = try reader.string("scope")
+        audience = try reader.string("audience")
+        refreshBefore = try reader.number("refreshBefore", in: 0...86_400)
+    }
+
+    /// Seconds before `expiresIn` at which a token is renewed.
+    func refreshMargin(expiresIn: Double) -> Double {
+        if let refreshBefore { return min(refreshBefore, expiresIn) }
+        return min(60, expiresIn / 2)
+    }
+}

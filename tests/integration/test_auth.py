@@ -1,0 +1,347 @@
+"""Credentials (issue 16): setAuth/getAuth rules per host pattern, bearer (token, tokenFile
+read at each use), basic, OAuth 2 client credentials with one token request for many
+concurrent requests, expiry and refresh, the 401 -> new credential -> one more attempt, the
+second 401 as the answer, auth: false, no credential on a redirect to another host, -32001
+kind `auth` failures, and no secret in answers, getAuth, HAR files or the --verbose log.
+
+The test server's /oauth/token/<key> counts its requests and issues tokens; /protected/<key>
+accepts only the key's current token and answers 401 with a challenge otherwise."""
+import base64
+import json
+import os
+import stat
+import tempfile
+import time
+import unittest
+import urllib.request
+
+from harness import Daemon, DaemonTestCase, RPCError, closed_port, header_values, servers, wait_for
+from jobhelpers import hits, key, send_request
+
+REDACTED = "<redacted>"
+
+
+def oauth_info(k):
+    with urllib.request.urlopen(f"{servers().test_url}/oauth/info/{k}", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def revoke(k):
+    with urllib.request.urlopen(f"{servers().test_url}/oauth/revoke/{k}", timeout=10) as r:
+        return json.loads(r.read())
+
+
+class AuthCase(DaemonTestCase):
+    def setUp(self):
+        super().setUp()
+        self.host = f"127.0.0.1:{self.srv.test_port}"
+        self.url = self.srv.test_url
+        self.tmp = tempfile.mkdtemp(prefix="auth-", dir=self.daemon.tmpdir)
+
+    def tearDown(self):
+        try:
+            for rule in self.c.call("getAuth")["rules"]:
+                self.c.call("setAuth", {"host": rule["host"], "type": None})
+        finally:
+            super().tearDown()
+
+    def set_auth(self, **params):
+        params.setdefault("host", self.host)
+        return self.c.call("setAuth", params)
+
+    def write(self, name, text, mode=0o600):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+        return path
+
+    def authorization(self, params=None):
+        p = {"url": self.url + "/echo"}
+        p.update(params or {})
+        _, echo = self.echo(p)
+        return header_values(echo, "Authorization")
+
+    def oauth2(self, k, query="", **extra):
+        params = {"type": "oauth2", "tokenUrl": f"{self.url}/oauth/token/{k}{query}", "clientId": "cid",
+                  "clientSecret": "csecret"}
+        params.update(extra)
+        return self.set_auth(**params)
+
+
+class TestRules(AuthCase):
+    def test_bearer_token_is_added_and_never_shown(self):
+        r = self.set_auth(type="bearer", token="sekrit-bearer-1")
+        self.assertEqual(r, {"host": self.host, "type": "bearer", "hasCredential": True, "expiresAt": None,
+                             "lastError": None})
+        self.assertEqual(self.authorization(), ["Bearer sekrit-bearer-1"])
+        rules = self.c.call("getAuth")
+        self.assertEqual(rules, {"rules": [r]})
+        self.assertNotIn("sekrit", json.dumps(rules))
+
+    def test_token_file_is_read_at_each_use(self):
+        path = self.write("token", "rotating-1\n")
+        r = self.set_auth(type="bearer", tokenFile=path)
+        self.assertEqual(r["hasCredential"], False, "a file's token is read at each use, never held")
+        self.assertEqual(self.authorization(), ["Bearer rotating-1"])
+        self.write("token", "rotating-2")
+        self.assertEqual(self.authorization(), ["Bearer rotating-2"])
+
+    def test_basic_password_and_password_file(self):
+        self.set_auth(type="basic", user="alice", password="pw-inline-1")
+        r = self.fetch({"url": f"{self.url}/basic-protected?user=alice&password=pw-inline-1"})
+        self.assertEqual(r["status"], 200, r)
+        path = self.write("password", "pw-from-file-2\n")
+        self.set_auth(type="basic", user="bob", passwordFile=path)
+        want = "Basic " + base64.b64encode(b"bob:pw-from-file-2").decode()
+        self.assertEqual(self.authorization(), [want])
+
+    def test_host_patterns(self):
+        # name (any port) and name:port: the more specific wins.
+        self.set_auth(host="127.0.0.1", type="bearer", token="any-port")
+        self.assertEqual(self.authorization(), ["Bearer any-port"])
+        self.set_auth(type="bearer", token="this-port")
+        self.assertEqual(self.authorization(), ["Bearer this-port"])
+        self.assertEqual([x["host"] for x in self.c.call("getAuth")["rules"]], ["127.0.0.1", self.host])
+        # *.domain covers subdomains only: localhost is not under *.localhost.
+        self.c.call("setAuth", {"host": "127.0.0.1", "type": None})
+        self.c.call("setAuth", {"host": self.host, "type": None})
+        self.set_auth(host="*.localhost", type="bearer", token="sub")
+        self.assertEqual(self.authorization({"url": f"http://localhost:{self.srv.test_port}/echo"}), [])
+
+    def test_auth_false_and_the_clients_own_header(self):
+        self.set_auth(type="bearer", token="rule-token")
+        self.assertEqual(self.authorization({"auth": False}), [])
+        self.assertEqual(self.authorization({"headers": {"Authorization": "Bearer mine"}}), ["Bearer mine"])
+
+    def test_remove(self):
+        self.set_auth(type="bearer", token="rule-token")
+        self.assertEqual(self.c.call("setAuth", {"host": self.host, "type": None}),
+                         {"host": self.host, "removed": True})
+        self.assertEqual(self.c.call("setAuth", {"host": self.host, "type": None}),
+                         {"host": self.host, "removed": False})
+        self.assertEqual(self.authorization(), [])
+        self.assertEqual(self.c.call("getAuth"), {"rules": []})
+
+    def test_redirects_keep_the_credential_on_the_host_only(self):
+        self.set_auth(type="bearer", token="host-only")
+        r, echo = self.echo({"url": f"{self.url}/redirect-to?url=/echo"})
+        self.assertEqual(r["redirects"], 1)
+        self.assertEqual(header_values(echo, "Authorization"), ["Bearer host-only"], "same host: sent")
+        # Same server, another host name: libcurl leaves the header out (UNRESTRICTED_AUTH off).
+        other = f"http://localhost:{self.srv.test_port}/echo"
+        r, echo = self.echo({"url": f"{self.url}/redirect-to?url={other}"})
+        self.assertEqual(r["redirects"], 1)
+        self.assertEqual(echo["path"], "/echo")
+        self.assertEqual(header_values(echo, "Authorization"), [], "another host: never sent")
+
+    def test_bad_rules(self):
+        for params, field in [
+            ({"host": "*", "type": "bearer", "token": "t"}, "host"),
+            ({"host": "a b", "type": "bearer", "token": "t"}, "host"),
+            ({"host": "x.test", "type": "bearer"}, "token"),
+            ({"host": "x.test", "type": "bearer", "tokenFile": "relative"}, "tokenFile"),
+            ({"host": "x.test", "type": "bearer", "token": "t", "password": "p"}, "password"),
+            ({"host": "x.test", "type": "nope"}, "type"),
+            ({"host": "x.test", "type": "oauth2", "tokenUrl": "ftp://h/", "clientId": "i", "clientSecret": "s"},
+             "tokenUrl"),
+        ]:
+            with self.assertRaises(RPCError, msg=params) as cm:
+                self.c.call("setAuth", params)
+            self.assertEqual(cm.exception.code, -32602, params)
+            self.assertEqual(cm.exception.data.get("field"), field, params)
+            self.assertNotIn('"t"', cm.exception.message)
+        with self.assertRaises(RPCError) as cm:
+            self.fetch({"url": self.url + "/echo", "auth": "no"})
+        self.assertEqual(cm.exception.data.get("field"), "auth")
+        self.assertEqual(self.c.call("getAuth"), {"rules": []})
+
+    def test_unreadable_token_file_fails_with_kind_auth(self):
+        missing = os.path.join(self.tmp, "missing-token")
+        self.set_auth(type="bearer", tokenFile=missing)
+        e = self.fetch_error({"url": self.url + "/echo"})
+        self.assertEqual(e.code, -32001)
+        self.assertEqual(e.data["kind"], "auth")
+        self.assertEqual(e.data["rule"], self.host)
+        self.assertIn("missing-token", e.data["detail"])
+        self.assertIn("No such file", e.data["detail"])
+        self.assertEqual(e.data["attempts"], 0)
+        self.assertEqual(self.c.call("getAuth")["rules"][0]["lastError"], e.data["detail"])
+        # Other hosts are unaffected, and so is this one with auth: false.
+        r = self.fetch({"url": self.srv.nginx_url + "/small.txt"})
+        self.assertEqual(r["status"], 200)
+        self.assertEqual(self.authorization({"auth": False}), [])
+        self.assertAlive()
+
+
+class TestOAuth2(AuthCase):
+    DAEMON_ARGS = ("--max-per-host", "0")
+
+    def test_one_token_request_for_100_concurrent_requests(self):
+        k = key("flight")
+        self.oauth2(k, "?delay_ms=300")
+        ids = [send_request(self.c, "fetch", {"url": f"{self.url}/protected/{k}"}) for _ in range(100)]
+        answers = [self.c.answer_for(i, timeout=30) for i in ids]
+        statuses = [a.get("result", {}).get("status") for a in answers]
+        self.assertEqual(statuses, [200] * 100, [a for a in answers if "error" in a][:3])
+        info = oauth_info(k)
+        self.assertEqual(info["count"], 1, "one token request for all of them")
+        self.assertEqual(info["grants"], ["client_credentials"])
+        self.assertEqual(hits("protected-" + k)["count"], 100, "no request was sent twice")
+        rule = self.c.call("getAuth")["rules"][0]
+        self.assertTrue(rule["hasCredential"])
+        self.assertIsNotNone(rule["expiresAt"])
+        self.assertIsNone(rule["lastError"])
+        # Held: later requests use it without asking again.
+        self.assertEqual(self.fetch({"url": f"{self.url}/protected/{k}"})["status"], 200)
+        self.assertEqual(oauth_info(k)["count"], 1)
+
+    def test_scope_and_audience_go_in_the_form(self):
+        k = key("scope")
+        self.oauth2(k, scope="read write", audience="api")
+        self.assertEqual(self.fetch({"url": f"{self.url}/protected/{k}"})["status"], 200)
+        self.assertEqual(oauth_info(k)["scopes"], ["read write"])
+
+    def test_client_secret_file(self):
+        k = key("secretfile")
+        path = self.write("client-secret", "csecret\n")
+        self.set_auth(type="oauth2", tokenUrl=f"{self.url}/oauth/token/{k}", clientId="cid", clientSecretFile=path)
+        self.assertEqual(self.fetch({"url": f"{self.url}/protected/{k}"})["status"], 200)
+
+    def test_expiring_token_is_renewed_before_it_expires(self):
+        k = key("expiry")
+        # expires_in 2 s, renewed 1.5 s before: usable for 0.5 s.
+        self.oauth2(k, "?expires_in=2", refreshBefore=1.5)
+        self.assertEqual(self.fetch({"url": f"{self.url}/protected/{k}"})["status"], 200)
+        self.assertEqual(oauth_info(k)["count"], 1)
+
+        def renewed():
+            r = self.fetch({"url": f"{self.url}/protected/{k}"})
+            self.assertEqual(r["status"], 200, r)
+            return json.loads(r["body"])["token"] == f"tok-{k}-2"
+        wait_for(renewed, timeout=5, interval=0.05, message="the token was not renewed")
+        self.assertEqual(oauth_info(k)["count"], 2)
+
+    def test_a_401_fetches_a_new_token_and_tries_once_more(self):
+        k = key("revoked")
+        self.oauth2(k)
+        self.assertEqual(self.fetch({"url": f"{self.url}/protected/{k}"})["status"], 200)
+        revoke(k)
+        before = hits("protected-" + k)["count"]
+        r = self.fetch({"url": f"{self.url}/protected/{k}"})
+        self.assertEqual(r["status"], 200, r)
+        self.assertEqual(json.loads(r["body"])["token"], f"tok-{k}-2")
+        self.assertEqual(hits("protected-" + k)["count"] - before, 2, "the 401, then one more attempt")
+        self.assertEqual(oauth_info(k)["count"], 2)
+
+    def test_a_second_401_is_the_answer(self):
+        k = key("always401")
+        self.oauth2(k)
+        r = self.fetch({"url": f"{self.url}/flaky/{k}?fail=10&status=401"})
+        self.assertEqual(r["status"], 401, "a result, not an error")
+        self.assertEqual(hits(k)["count"], 2, "one more attempt only")
+        self.assertEqual(oauth_info(k)["count"], 2, "the token was renewed once")
+
+    def test_a_fixed_token_is_not_sent_twice_on_a_401(self):
+        k = key("fixed401")
+        self.set_auth(type="bearer", token="never-right")
+        r = self.fetch({"url": f"{self.url}/flaky/{k}?fail=10&status=401"})
+        self.assertEqual(r["status"], 401)
+        self.assertEqual(hits(k)["count"], 1)
+
+    def test_token_endpoint_failures(self):
+        k = key("fail")
+        cases = [
+            ({"clientSecret": "wrong"}, "", "the token endpoint answered 401 (invalid_client)"),
+            ({}, "?fail=400", "the token endpoint answered 400 (server_error)"),
+            ({}, "?fail=500", "the token endpoint answered 500 (server_error)"),
+        ]
+        for extra, query, detail in cases:
+            self.oauth2(k, query, **extra)
+            e = self.fetch_error({"url": f"{self.url}/protected/{k}"})
+            self.assertEqual((e.code, e.data["kind"], e.data["detail"], e.data["rule"]),
+                             (-32001, "auth", detail, self.host))
+            self.assertIn(detail, e.message)
+            rule = self.c.call("getAuth")["rules"][0]
+            self.assertEqual((rule["hasCredential"], rule["lastError"]), (False, detail))
+        self.set_auth(type="oauth2", tokenUrl=f"http://127.0.0.1:{closed_port()}/token", clientId="cid",
+                      clientSecret="csecret")
+        e = self.fetch_error({"url": f"{self.url}/protected/{k}"})
+        self.assertEqual(e.data["kind"], "auth")
+        self.assertTrue(e.data["detail"].startswith("the token request failed (connect)"), e.data["detail"])
+        self.assertEqual(hits("protected-" + k)["count"], 0, "nothing was sent without a credential")
+        # Other hosts are unaffected.
+        self.assertEqual(self.fetch({"url": self.srv.nginx_url + "/small.txt"})["status"], 200)
+        self.assertAlive()
+
+    def test_cancel_while_waiting_for_the_token(self):
+        k = key("cancel")
+        self.oauth2(k, "?delay_ms=1500")
+        rid = send_request(self.c, "fetch", {"url": f"{self.url}/protected/{k}", "jobId": k})
+        wait_for(lambda: oauth_info(k)["count"] == 1, timeout=5)
+        self.assertEqual(self.c.call("cancel", {"jobId": k}), {"cancelled": True})
+        a = self.c.answer_for(rid, timeout=10)
+        self.assertEqual(a["error"]["code"], -32002, a)
+        # The token still arrives and is held for the next request.
+        wait_for(lambda: self.c.call("getAuth")["rules"][0]["hasCredential"], timeout=5)
+        self.assertEqual(self.fetch({"url": f"{self.url}/protected/{k}"})["status"], 200)
+        self.assertEqual(oauth_info(k)["count"], 1)
+
+
+class TestSecretsStayInside(unittest.TestCase):
+    """Every file the daemon wrote (HAR files with redact: false, the --verbose log) and every
+    answer is scanned for the secrets' text."""
+
+    def test_no_secret_in_har_log_or_answers(self):
+        srv = servers()
+        host = f"127.0.0.1:{srv.test_port}"
+        k = key("scan")
+        bearer = "Bearer-Secret-Value-0001"
+        password = "Basic-Password-Value-0002"
+        client_secret = "Client-Secret-Value-0003"
+        token = f"tok-{k}-1"
+        with Daemon("--verbose") as d:
+            c = d.client()
+            logdir = os.path.join(d.tmpdir, "har")
+            c.call("setLogging", {"enabled": True, "directory": logdir, "redact": False})
+            answers = []
+            answers.append(c.call("setAuth", {"host": host, "type": "bearer", "token": bearer}))
+            answers.append(c.call("fetch", {"url": f"{srv.test_url}/echo", "jobId": "scan-bearer"}))
+            self.assertIn(bearer, answers[-1]["body"], "the echo shows what was sent")
+            answers[-1] = {k2: v for k2, v in answers[-1].items() if k2 != "body"}
+            answers.append(c.call("setAuth", {"host": host, "type": "basic", "user": "u", "password": password}))
+            answers.append(c.call("fetch", {"url": f"{srv.test_url}/basic-protected?user=u&password=x",
+                                            "jobId": "scan-basic"}))
+            answers.append(c.call("setAuth", {
+                "host": host, "type": "oauth2", "tokenUrl": f"{srv.test_url}/oauth/token/{k}?client_secret={client_secret}",
+                "clientId": "cid", "clientSecret": client_secret}))
+            r = c.call("fetch", {"url": f"{srv.test_url}/protected/{k}", "jobId": "scan-oauth"})
+            self.assertEqual(json.loads(r["body"])["token"], token, "the server echoes the token")
+            answers.append({k2: v for k2, v in r.items() if k2 != "body"})
+            # A client's own header is shown as sent with redact: false.
+            c.call("fetch", {"url": f"{srv.test_url}/echo", "jobId": "scan-own", "auth": False,
+                             "headers": {"Authorization": "Bearer clients-own-header"}})
+            answers.append(c.call("getAuth"))
+            answers.append(c.call("listJobs"))
+            for job in ("scan-bearer", "scan-basic", "scan-oauth", "scan-own"):
+                wait_for(lambda: any(job in f for f in os.listdir(logdir)) if os.path.isdir(logdir) else False,
+                         timeout=10)
+            d.stop()
+            written = {}
+            for root, _, files in os.walk(d.tmpdir):
+                for f in files:
+                    with open(os.path.join(root, f), "rb") as fh:
+                        written[os.path.join(root, f)] = fh.read().decode("utf-8", "replace")
+            b64 = base64.b64encode(f"u:{password}".encode()).decode()
+            for secret in (bearer, password, b64, client_secret, token):
+                for path, text in written.items():
+                    self.assertNotIn(secret, text, f"{secret} in {path}")
+                self.assertNotIn(secret, json.dumps(answers))
+            hars = "".join(t for p, t in written.items() if p.endswith(".har"))
+            self.assertIn(REDACTED, hars)
+            self.assertIn("Bearer clients-own-header", hars, "redact: false shows the client's own header")
+            self.assertIn("auth: bearer rule set", d.stderr_text())
+
+
+if __name__ == "__main__":
+    unittest.main()
