@@ -58,6 +58,11 @@ public final class Daemon: Sendable {
         let fetcher = CredentialFetcher(engine: engine, blocking: blocking, now: clock)
         let credentials = CredentialStore(now: clock, log: log) { rule, done in fetcher.fetch(rule, done: done) }
         self.credentials = credentials
+        if let path = options.authFile {
+            let rules = try AuthFile.rules(path: path, policy: policy)
+            rules.forEach(credentials.set)
+            log.info("loaded \(rules.count) auth rule(s) from --auth-file \(path)")
+        }
         let cork = WriteCork()
         let jobs = JobRegistry(services: JobServices(
             engine: engine, admission: admission, credentials: credentials, httpLog: httpLog, log: log,

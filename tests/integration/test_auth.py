@@ -15,7 +15,7 @@ import time
 import unittest
 import urllib.request
 
-from harness import Daemon, DaemonTestCase, RPCError, closed_port, header_values, servers, wait_for
+from harness import Daemon, DaemonTestCase, RPCError, closed_port, header_values, run_fetchd, servers, wait_for
 from jobhelpers import hits, key, send_request
 
 REDACTED = "<redacted>"
@@ -286,6 +286,59 @@ class TestOAuth2(AuthCase):
         wait_for(lambda: self.c.call("getAuth")["rules"][0]["hasCredential"], timeout=5)
         self.assertEqual(self.fetch({"url": f"{self.url}/protected/{k}"})["status"], 200)
         self.assertEqual(oauth_info(k)["count"], 1)
+
+
+class TestAuthFile(unittest.TestCase):
+    """--auth-file: setAuth params loaded at start; a file others can read is refused."""
+
+    def setUp(self):
+        self.srv = servers()
+        self.tmp = tempfile.mkdtemp(prefix="fetchd-authfile-")
+        self.host = f"127.0.0.1:{self.srv.test_port}"
+
+    def tearDown(self):
+        import shutil
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def write(self, rules, mode=0o600):
+        path = os.path.join(self.tmp, "auth.json")
+        with open(path, "w") as f:
+            f.write(json.dumps(rules) if not isinstance(rules, str) else rules)
+        os.chmod(path, mode)
+        return path
+
+    def refused(self, path):
+        r = run_fetchd("--socket", os.path.join(self.tmp, "s.sock"), "--auth-file", path)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "s.sock")), "no socket was made")
+        return r.stderr.decode()
+
+    def test_rules_are_loaded_at_start(self):
+        path = self.write([{"host": self.host, "type": "bearer", "token": "from-the-file-1"},
+                           {"host": "*.example.com", "type": "basic", "user": "u", "password": "p"}])
+        with Daemon("--auth-file", path) as d:
+            c = d.client()
+            rules = c.call("getAuth")["rules"]
+            self.assertEqual([(x["host"], x["type"]) for x in rules], [(self.host, "bearer"), ("*.example.com", "basic")])
+            r = c.call("fetch", {"url": self.srv.test_url + "/echo"})
+            self.assertEqual(header_values(json.loads(r["body"]), "Authorization"), ["Bearer from-the-file-1"])
+
+    def test_a_file_others_can_read_is_refused(self):
+        for mode in (0o644, 0o640, 0o602):
+            path = self.write([{"host": self.host, "type": "bearer", "token": "t-0123456789"}], mode)
+            err = self.refused(path)
+            self.assertIn("can be read or written by other users", err)
+            self.assertIn(f"chmod 600 {path}", err)
+            self.assertNotIn("t-0123456789", err)
+
+    def test_bad_files(self):
+        err = self.refused(self.write([{"host": self.host, "type": "bearer", "token": "ok-token"},
+                                       {"host": self.host, "type": "bearer"}]))
+        self.assertIn("[1].token: required", err)
+        self.assertNotIn("ok-token", err)
+        self.assertIn("expected a JSON array", self.refused(self.write({"host": "x"})))
+        self.assertIn("not valid JSON", self.refused(self.write("[{")))
+        self.assertIn("No such file", self.refused(os.path.join(self.tmp, "missing.json")))
 
 
 class TestSecretsStayInside(unittest.TestCase):
