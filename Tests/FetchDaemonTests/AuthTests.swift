@@ -247,6 +247,33 @@ final class AuthTests: XCTestCase {
         }
     }
 
+    func testAWSCredentialsFile() throws {
+        let text = """
+            # comment
+            [default]
+            aws_access_key_id = AKID1
+            aws_secret_access_key = secret1
+
+            [profile ci]
+            aws_access_key_id=AKID2
+            aws_secret_access_key=secret2
+            aws_session_token = tok2
+            [empty]
+            aws_access_key_id = AKID3
+            """
+        XCTAssertEqual(AWSSigV4Rule.keys(inCredentialsFile: text, profile: "default"),
+                       AWSSigV4Rule.Keys(accessKeyID: "AKID1", secretAccessKey: "secret1", sessionToken: nil))
+        XCTAssertEqual(AWSSigV4Rule.keys(inCredentialsFile: text, profile: "ci"),
+                       AWSSigV4Rule.Keys(accessKeyID: "AKID2", secretAccessKey: "secret2", sessionToken: "tok2"))
+        XCTAssertNil(AWSSigV4Rule.keys(inCredentialsFile: text, profile: "empty"), "no secret key")
+        XCTAssertNil(AWSSigV4Rule.keys(inCredentialsFile: text, profile: "missing"))
+        let credential = Credential.aws(provider: "aws:amz:r:s", AWSSigV4Rule.Keys(accessKeyID: "A", secretAccessKey: "S", sessionToken: "T"))
+        XCTAssertEqual(credential.signing, AWSSigV4(provider: "aws:amz:r:s", accessKeyID: "A", secretAccessKey: "S"))
+        XCTAssertEqual(credential.headers, [HTTPHeader("X-Amz-Security-Token", "T")])
+        XCTAssertTrue(credential.staysOnHost)
+        XCTAssertEqual(Set(credential.secrets), ["S", "A", "T"])
+    }
+
     // MARK: HTTP logs
 
     func testRuleSecretsAreMaskedEvenWithRedactionOff() {
@@ -259,6 +286,14 @@ final class AuthTests: XCTestCase {
         XCTAssertEqual(off.header(HTTPHeader("Authorization", "Bearer the-clients-own")), HTTPHeader("Authorization", "Bearer the-clients-own"),
                        "redact: false shows what the client sent itself")
         XCTAssertEqual(off.text("client text"), "client text")
+        // An AWS signature libcurl made from the rule's keys is masked wherever it shows up.
+        var signed = Redaction(enabled: false, ruleSecrets: ["AKIDX", "secretkey"])
+        var hop = ExchangeHop(url: "http://h/", method: "GET")
+        let authorization = "AWS4-HMAC-SHA256 Credential=AKIDX/20261201/r/s/aws4_request, SignedHeaders=host;x-amz-date, Signature=abcdef0123"
+        hop.requestHeaders = [HTTPHeader("Authorization", authorization)]
+        signed.learn(from: HTTPRequest(url: "http://h/"), hops: [hop])
+        XCTAssertEqual(signed.text("the server saw Signature=abcdef0123"), "the server saw Signature=<redacted>")
+        XCTAssertEqual(signed.header(HTTPHeader("Authorization", authorization)), HTTPHeader("Authorization", Redaction.mask))
         let on = Redaction(enabled: true, ruleSecrets: credential.secrets)
         XCTAssertEqual(on.text("rule-token-1234"), Redaction.mask)
     }

@@ -288,6 +288,64 @@ class TestOAuth2(AuthCase):
         self.assertEqual(oauth_info(k)["count"], 1)
 
 
+class TestAWSSigV4(AuthCase):
+    def test_requests_are_signed(self):
+        self.set_auth(type="awsSigV4", provider="aws:amz:eu-west-1:s3", accessKeyId="AKIDEXAMPLE",
+                      secretAccessKey="aws-secret-key-0123456789")
+        r = self.fetch({"url": f"{self.url}/aws-check?key=AKIDEXAMPLE&scope=eu-west-1/s3"})
+        self.assertEqual(r["status"], 200, r["body"])
+        self.assertNotIn("aws-secret-key", r["body"])
+        # Every request is signed anew (its own date and signature).
+        r2 = self.fetch({"url": f"{self.url}/aws-check?key=AKIDEXAMPLE&x=2"})
+        self.assertEqual(r2["status"], 200, r2["body"])
+        self.assertNotEqual(json.loads(r["body"])["authorization"], json.loads(r2["body"])["authorization"])
+        self.assertEqual(self.c.call("getAuth")["rules"][0]["hasCredential"], True)
+
+    def test_session_token_and_credentials_file(self):
+        path = self.write("credentials", "[default]\naws_access_key_id = AKIDDEFAULT\n"
+                          "aws_secret_access_key = default-secret\n\n[profile ci]\n"
+                          "aws_access_key_id=AKIDCI\naws_secret_access_key=ci-secret\n"
+                          "aws_session_token=ci-session-token\n")
+        self.set_auth(type="awsSigV4", provider="aws:amz:us-east-1:execute-api", credentialsFile=path, profile="ci")
+        r = self.fetch({"url": f"{self.url}/aws-check?key=AKIDCI&scope=us-east-1/execute-api&token=ci-session-token"})
+        self.assertEqual(r["status"], 200, r["body"])
+        self.set_auth(type="awsSigV4", provider="aws:amz:us-east-1:s3", credentialsFile=path)
+        r = self.fetch({"url": f"{self.url}/aws-check?key=AKIDDEFAULT"})
+        self.assertEqual(r["status"], 200, r["body"])
+        self.set_auth(type="awsSigV4", provider="aws:amz:us-east-1:s3", credentialsFile=path, profile="none")
+        e = self.fetch_error({"url": f"{self.url}/aws-check"})
+        self.assertEqual(e.data["kind"], "auth")
+        self.assertIn("no aws_access_key_id and aws_secret_access_key for profile none", e.data["detail"])
+
+    def test_no_signature_for_another_host(self):
+        self.set_auth(type="awsSigV4", provider="aws:amz:eu-west-1:s3", accessKeyId="AKIDEXAMPLE",
+                      secretAccessKey="aws-secret-key-0123456789")
+        other = f"http://localhost:{self.srv.test_port}/echo"
+        r, echo = self.echo({"url": f"{self.url}/redirect-to?url={other}"})
+        self.assertEqual(r["redirects"], 1)
+        self.assertEqual(header_values(echo, "Authorization"), [])
+        # With a session token the redirect is not followed at all (its header would be).
+        self.set_auth(type="awsSigV4", provider="aws:amz:eu-west-1:s3", accessKeyId="AKIDEXAMPLE",
+                      secretAccessKey="aws-secret-key-0123456789", sessionToken="session-tok")
+        r = self.fetch({"url": f"{self.url}/redirect-to?url={other}"})
+        self.assertEqual((r["status"], r["redirects"]), (302, 0))
+
+    def test_bad_aws_rules(self):
+        base = {"host": "s3.test", "type": "awsSigV4"}
+        for extra, field in [
+            ({"accessKeyId": "a", "secretAccessKey": "s"}, "provider"),
+            ({"provider": "a:b:c:d:e", "accessKeyId": "a", "secretAccessKey": "s"}, "provider"),
+            ({"provider": "aws:amz:r:s"}, "accessKeyId"),
+            ({"provider": "aws:amz:r:s", "accessKeyId": "a"}, "secretAccessKey"),
+            ({"provider": "aws:amz:r:s", "accessKeyId": "a", "secretAccessKey": "s", "credentialsFile": "/x"},
+             "credentialsFile"),
+            ({"provider": "aws:amz:r:s", "accessKeyId": "a", "secretAccessKey": "s", "profile": "p"}, "profile"),
+        ]:
+            with self.assertRaises(RPCError, msg=extra) as cm:
+                self.c.call("setAuth", {**base, **extra})
+            self.assertEqual(cm.exception.data.get("field"), field, extra)
+
+
 class TestAuthFile(unittest.TestCase):
     """--auth-file: setAuth params loaded at start; a file others can read is refused."""
 
@@ -371,12 +429,19 @@ class TestSecretsStayInside(unittest.TestCase):
             r = c.call("fetch", {"url": f"{srv.test_url}/protected/{k}", "jobId": "scan-oauth"})
             self.assertEqual(json.loads(r["body"])["token"], token, "the server echoes the token")
             answers.append({k2: v for k2, v in r.items() if k2 != "body"})
+            aws_secret = "Aws-Secret-Value-0004"
+            answers.append(c.call("setAuth", {"host": host, "type": "awsSigV4", "provider": "aws:amz:eu-west-1:s3",
+                                              "accessKeyId": "AKIDSCAN", "secretAccessKey": aws_secret}))
+            r = c.call("fetch", {"url": f"{srv.test_url}/aws-check?key=AKIDSCAN", "jobId": "scan-aws"})
+            self.assertEqual(r["status"], 200, r)
+            signature = json.loads(r["body"])["authorization"].rsplit("Signature=", 1)[1]
+            answers.append({k2: v for k2, v in r.items() if k2 != "body"})
             # A client's own header is shown as sent with redact: false.
             c.call("fetch", {"url": f"{srv.test_url}/echo", "jobId": "scan-own", "auth": False,
                              "headers": {"Authorization": "Bearer clients-own-header"}})
             answers.append(c.call("getAuth"))
             answers.append(c.call("listJobs"))
-            for job in ("scan-bearer", "scan-basic", "scan-oauth", "scan-own"):
+            for job in ("scan-bearer", "scan-basic", "scan-oauth", "scan-aws", "scan-own"):
                 wait_for(lambda: any(job in f for f in os.listdir(logdir)) if os.path.isdir(logdir) else False,
                          timeout=10)
             d.stop()
@@ -386,7 +451,7 @@ class TestSecretsStayInside(unittest.TestCase):
                     with open(os.path.join(root, f), "rb") as fh:
                         written[os.path.join(root, f)] = fh.read().decode("utf-8", "replace")
             b64 = base64.b64encode(f"u:{password}".encode()).decode()
-            for secret in (bearer, password, b64, client_secret, token):
+            for secret in (bearer, password, b64, client_secret, token, aws_secret, signature):
                 for path, text in written.items():
                     self.assertNotIn(secret, text, f"{secret} in {path}")
                 self.assertNotIn(secret, json.dumps(answers))

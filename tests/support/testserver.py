@@ -66,6 +66,11 @@ Endpoints (any method unless noted):
                                  unexpired token>", else 401 with WWW-Authenticate: Bearer ... (counted in
                                  /hits/protected-<key>)
   /basic-protected?user=U&password=P  200 when Authorization is Basic U:P, else 401 with a Basic challenge
+  /aws-check[?key=AKID][&scope=REGION/SERVICE][&token=T]  200 {"ok", "credential", "signedHeaders",
+                                 "amzDate", "authorization"} when Authorization has the AWS SigV4 shape
+                                 (AWS4-HMAC-SHA256 Credential=AKID/yyyymmdd/REGION/SERVICE/aws4_request,
+                                 SignedHeaders=...;host;...x-amz-date..., Signature=<64 hex>) and X-Amz-Date
+                                 is set (with token=T: X-Amz-Security-Token is T and signed), else 403 {"problem"}
   /big-header?bytes=N[&count=C][&redirect=R]  200 "big" with C (default 1) headers X-Big-<i> of
                                  N bytes each; with R > 0, the same headers on a 302 to redirect=R-1
 """
@@ -366,6 +371,8 @@ class Handler(BaseHTTPRequestHandler):
                 if self.headers.get("Authorization") == want:
                     return self._json({"ok": True})
                 return self._send(401, "unauthorized", headers=[("WWW-Authenticate", 'Basic realm="fetchd-test"')])
+            if path == "/aws-check":
+                return self._aws_check(q)
             if path == "/big-header":
                 n, count = int(q.get("bytes", "1000")), int(q.get("count", "1"))
                 if not (0 <= n <= 8 << 20 and 0 <= count <= 10000):
@@ -684,6 +691,34 @@ class Handler(BaseHTTPRequestHandler):
             return self._json({"ok": True, "token": current})
         return self._send(401, "unauthorized", headers=[
             ("WWW-Authenticate", 'Bearer realm="fetchd-test", error="invalid_token"')])
+
+    AWS_AUTH = re.compile(r"^AWS4-HMAC-SHA256 Credential=([^/, ]+)/(\d{8})/([^/, ]+)/([^/, ]+)/aws4_request, "
+                          r"SignedHeaders=([a-z0-9;-]+), Signature=([0-9a-f]{64})$")
+
+    def _aws_check(self, q):
+        auth = self.headers.get("Authorization") or ""
+        m = self.AWS_AUTH.match(auth)
+        date = self.headers.get("X-Amz-Date") or ""
+        problem = None
+        if not m:
+            problem = f"Authorization is not AWS SigV4: {auth[:200]!r}"
+        else:
+            signed = m.group(5).split(";")
+            if "key" in q and m.group(1) != q["key"]:
+                problem = f"access key {m.group(1)!r}, expected {q['key']!r}"
+            elif "scope" in q and f"{m.group(3)}/{m.group(4)}" != q["scope"]:
+                problem = f"scope {m.group(3)}/{m.group(4)}, expected {q['scope']}"
+            elif "host" not in signed or "x-amz-date" not in signed:
+                problem = f"SignedHeaders {m.group(5)} lacks host or x-amz-date"
+            elif not re.match(r"^\d{8}T\d{6}Z$", date) or date[:8] != m.group(2):
+                problem = f"X-Amz-Date {date!r} does not match the credential's date"
+            elif "token" in q and (self.headers.get("X-Amz-Security-Token") != q["token"]
+                                   or "x-amz-security-token" not in signed):
+                problem = "X-Amz-Security-Token missing, wrong or not signed"
+        if problem:
+            return self._json({"problem": problem}, status=403)
+        return self._json({"ok": True, "credential": m.group(1), "signedHeaders": m.group(5), "amzDate": date,
+                           "authorization": auth})
 
     def _record(self, key, ms):
         h = _hit(key)

@@ -15,6 +15,7 @@ struct AuthRule: Sendable {
         case bearer(token: Secret)
         case basic(user: String, password: Secret)
         case oauth2(OAuth2Grant)
+        case awsSigV4(AWSSigV4Rule)
     }
 
     let host: AuthHostPattern
@@ -26,6 +27,7 @@ struct AuthRule: Sendable {
         case .bearer: "bearer"
         case .basic: "basic"
         case .oauth2: "oauth2"
+        case .awsSigV4: "awsSigV4"
         }
     }
 
@@ -35,12 +37,14 @@ struct AuthRule: Sendable {
         switch kind {
         case .bearer(.inline(let token)): Credential.bearer(token)
         case .basic(let user, .inline(let password)): Credential.basic(user: user, password: password)
+        case .awsSigV4(let rule):
+            if case .inline(let keys) = rule.keys { Credential.aws(provider: rule.provider, keys) } else { nil }
         default: nil
         }
     }
 
     /// The type names setAuth accepts (`null` removes the host's rule).
-    static let types = ["bearer", "basic", "oauth2"]
+    static let types = ["bearer", "basic", "oauth2", "awsSigV4"]
 
     /// Reads a setAuth params object (its `host` and `type` included); nil for `type: null`,
     /// which removes the host's rule. Every mistake is -32602 naming the field.
@@ -69,6 +73,8 @@ struct AuthRule: Sendable {
             kind = .basic(user: user, password: try secret(&reader, inline: "password", file: "passwordFile", policy: policy))
         case .string("oauth2"):
             kind = .oauth2(try OAuth2Grant(reading: &reader, policy: policy))
+        case .string("awsSigV4"):
+            kind = .awsSigV4(try AWSSigV4Rule(reading: &reader, policy: policy))
         default:
             throw RPCError.invalidParams(field: reader.field("type"), "expected one of \(types.joined(separator: ", ")), or null")
         }
@@ -138,5 +144,86 @@ struct OAuth2Grant: Sendable {
     func refreshMargin(expiresIn: Double) -> Double {
         if let refreshBefore { return min(refreshBefore, expiresIn) }
         return min(60, expiresIn / 2)
+    }
+}
+
+/// AWS Signature Version 4, signed by libcurl (CURLOPT_AWS_SIGV4) on every request: keys given
+/// inline, or an AWS shared credentials file read at each use.
+struct AWSSigV4Rule: Sendable {
+    struct Keys: Sendable, Equatable {
+        let accessKeyID: String
+        let secretAccessKey: String
+        let sessionToken: String?
+    }
+
+    enum Source: Sendable {
+        case inline(Keys)
+        case file(path: String, profile: String)
+    }
+
+    /// As curl's `--aws-sigv4`: `provider1[:provider2[:region[:service]]]`.
+    let provider: String
+    let keys: Source
+
+    init(reading reader: inout ParamReader, policy: FilePolicy) throws {
+        let provider = try reader.requiredString("provider")
+        let parts = provider.split(separator: ":", omittingEmptySubsequences: false)
+        guard (1...4).contains(parts.count), parts.allSatisfy({ part in
+            !part.isEmpty && part.utf8.count <= 64 && part.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }
+        }) else {
+            throw RPCError.invalidParams(field: reader.field("provider"), "expected provider1[:provider2[:region[:service]]], as curl's --aws-sigv4 (\"aws:amz:eu-west-1:s3\")")
+        }
+        self.provider = provider
+        let id = try reader.string("accessKeyId")
+        let secret = try reader.string("secretAccessKey")
+        let token = try reader.string("sessionToken")
+        let file = try reader.string("credentialsFile")
+        let profile = try reader.string("profile")
+        switch (id, secret, file) {
+        case (let id?, let secret?, nil):
+            guard profile == nil else { throw RPCError.invalidParams(field: reader.field("profile"), "only with credentialsFile") }
+            for (value, field) in [(id, "accessKeyId"), (secret, "secretAccessKey"), (token ?? "x", "sessionToken")] {
+                guard !value.isEmpty, !value.contains(":") || field == "sessionToken" else {
+                    throw RPCError.invalidParams(field: reader.field(field), "must not be empty or hold a colon")
+                }
+                try HTTPSyntax.checkFieldValue(value, field: reader.field(field))
+            }
+            keys = .inline(Keys(accessKeyID: id, secretAccessKey: secret, sessionToken: token))
+        case (nil, nil, let path?):
+            guard token == nil else { throw RPCError.invalidParams(field: reader.field("sessionToken"), "comes from the credentials file") }
+            try policy.checkReadable(path, field: reader.field("credentialsFile"))
+            keys = .file(path: path, profile: profile ?? "default")
+        case (nil, nil, nil):
+            throw RPCError.invalidParams(field: reader.field("accessKeyId"), "required: accessKeyId and secretAccessKey, or credentialsFile")
+        case (_, nil, nil):
+            throw RPCError.invalidParams(field: reader.field("secretAccessKey"), "required with accessKeyId")
+        case (nil, _, nil):
+            throw RPCError.invalidParams(field: reader.field("accessKeyId"), "required with secretAccessKey")
+        default:
+            throw RPCError.invalidParams(field: reader.field("credentialsFile"), "either credentialsFile or the keys, not both")
+        }
+    }
+
+    /// The keys of `profile` in an AWS shared credentials file (`[name]` or `[profile name]`
+    /// sections of `aws_access_key_id`, `aws_secret_access_key`, `aws_session_token`).
+    static func keys(inCredentialsFile text: String, profile: String) -> Keys? {
+        var section: String?
+        var values: [String: String] = [:]
+        for raw in text.split(whereSeparator: { $0 == "\n" || $0 == "\r" }) {
+            let line = CredentialFetcher.trimmed(String(raw))
+            if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
+            if line.hasPrefix("["), line.hasSuffix("]") {
+                var name = CredentialFetcher.trimmed(String(line.dropFirst().dropLast()))
+                if name.hasPrefix("profile ") { name = CredentialFetcher.trimmed(String(name.dropFirst(8))) }
+                section = name
+                continue
+            }
+            guard section == profile, let equals = line.firstIndex(of: "=") else { continue }
+            let key = CredentialFetcher.trimmed(String(line[..<equals])).lowercased()
+            values[key] = CredentialFetcher.trimmed(String(line[line.index(after: equals)...]))
+        }
+        guard let id = values["aws_access_key_id"], !id.isEmpty,
+              let secret = values["aws_secret_access_key"], !secret.isEmpty else { return nil }
+        return Keys(accessKeyID: id, secretAccessKey: secret, sessionToken: values["aws_session_token"].flatMap { $0.isEmpty ? nil : $0 })
     }
 }

@@ -14,10 +14,27 @@ struct Credential: Sendable, Equatable {
     /// Kept for later requests (a token); false: only the requests that waited for this
     /// fetch use it (a file read at each use).
     var kept: Bool
+    /// AWS Signature Version 4: libcurl signs the request with these keys.
+    var signing: AWSSigV4? = nil
+    /// The request must not follow redirects: a header of the credential (an AWS session
+    /// token) is one that libcurl would send on to another host.
+    var staysOnHost = false
 
     static func bearer(_ token: String, kept: Bool = true) -> Credential {
         Credential(headers: [HTTPHeader("Authorization", "Bearer \(token)")], secrets: ["Bearer \(token)", token],
                    usableUntil: nil, expiresAt: nil, kept: kept)
+    }
+
+    static func aws(provider: String, _ keys: AWSSigV4Rule.Keys, kept: Bool = true) -> Credential {
+        var credential = Credential(headers: [], secrets: [keys.secretAccessKey, keys.accessKeyID], usableUntil: nil, expiresAt: nil,
+                                    kept: kept)
+        credential.signing = AWSSigV4(provider: provider, accessKeyID: keys.accessKeyID, secretAccessKey: keys.secretAccessKey)
+        if let token = keys.sessionToken {
+            credential.headers.append(HTTPHeader("X-Amz-Security-Token", token))
+            credential.secrets.append(token)
+            credential.staysOnHost = true
+        }
+        return credential
     }
 
     static func basic(user: String, password: String, kept: Bool = true) -> Credential {

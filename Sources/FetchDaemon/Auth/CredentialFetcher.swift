@@ -32,6 +32,15 @@ struct CredentialFetcher: Sendable {
                     done(.success(Credential.basic(user: user, password: try Self.secret(password, field: "passwordFile"), kept: false)))
                 case .oauth2(let grant):
                     requestToken(grant, clientSecret: try Self.secret(grant.clientSecret, field: "clientSecretFile"), done: done)
+                case .awsSigV4(let aws):
+                    guard case .file(let path, let profile) = aws.keys else {
+                        throw AuthProblem("the keys are given inline: nothing to fetch")
+                    }
+                    let text = try Self.fileText(path, field: "credentialsFile")
+                    guard let keys = AWSSigV4Rule.keys(inCredentialsFile: text, profile: profile) else {
+                        throw AuthProblem("credentialsFile \(path) has no aws_access_key_id and aws_secret_access_key for profile \(profile)")
+                    }
+                    done(.success(Credential.aws(provider: aws.provider, keys, kept: false)))
                 }
             } catch {
                 done(.failure(error))
@@ -63,27 +72,34 @@ struct CredentialFetcher: Sendable {
         case .inline(let text):
             return text
         case .file(let path):
-            let fd = open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { throw AuthProblem("cannot read \(field) \(path): \(String(cString: strerror(errno)))") }
-            defer { close(fd) }
-            var bytes = [UInt8](repeating: 0, count: maxFileBytes + 1)
-            var count = 0
-            while count < bytes.count {
-                let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
-                if n < 0 && errno == EINTR { continue }
-                guard n >= 0 else { throw AuthProblem("cannot read \(field) \(path): \(String(cString: strerror(errno)))") }
-                if n == 0 { break }
-                count += n
-            }
-            guard count <= maxFileBytes else { throw AuthProblem("\(field) \(path) is larger than \(maxFileBytes) bytes") }
-            guard let text = String(validating: bytes[0..<count], as: UTF8.self).map(Self.trimmed), !text.isEmpty else {
-                throw AuthProblem("\(field) \(path) is empty or not UTF-8 text")
-            }
+            let text = trimmed(try fileText(path, field: field))
+            guard !text.isEmpty else { throw AuthProblem("\(field) \(path) is empty") }
             guard text.utf8.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7f) }) else {
                 throw AuthProblem("\(field) \(path) holds more than one line or control characters")
             }
             return text
         }
+    }
+
+    /// A small file's UTF-8 text, read on the caller's (blocking) thread.
+    static func fileText(_ path: String, field: String) throws(AuthProblem) -> String {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw AuthProblem("cannot read \(field) \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: maxFileBytes + 1)
+        var count = 0
+        while count < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { throw AuthProblem("cannot read \(field) \(path): \(String(cString: strerror(errno)))") }
+            if n == 0 { break }
+            count += n
+        }
+        guard count <= maxFileBytes else { throw AuthProblem("\(field) \(path) is larger than \(maxFileBytes) bytes") }
+        guard let text = String(validating: bytes[0..<count], as: UTF8.self) else {
+            throw AuthProblem("\(field) \(path) is not UTF-8 text")
+        }
+        return text
     }
 
     /// Without leading and trailing white space, line breaks included.

@@ -18,7 +18,7 @@ struct Redaction: Sendable {
     private(set) var values: Set<String> = []
     /// What an auth rule added to the request (`Attempt.ruleSecrets`), longest first:
     /// masked even when `enabled` is false, since the client never saw them.
-    let ruleSecrets: [String]
+    private(set) var ruleSecrets: [String]
 
     init(enabled: Bool, ruleSecrets: [String] = []) {
         self.enabled = enabled
@@ -54,6 +54,7 @@ struct Redaction: Sendable {
 
     /// Learns the secret values a request carries, before anything is written.
     mutating func learn(from request: HTTPRequest, hops: [ExchangeHop]) {
+        learnRuleSigned(hops)
         guard enabled else { return }
         for header in request.headers + hops.flatMap({ $0.requestHeaders + $0.responseHeaders }) {
             learnHeader(header)
@@ -76,6 +77,22 @@ struct Redaction: Sendable {
                 if case .bytes(let bytes) = part.source { remember(String(decoding: bytes, as: UTF8.self)) }
             }
         }
+    }
+
+    /// What libcurl made from a rule's secrets as it sent them (an AWS SigV4 Authorization:
+    /// its whole value and its signature) is masked as the rule's secrets are.
+    private mutating func learnRuleSigned(_ hops: [ExchangeHop]) {
+        guard !ruleSecrets.isEmpty else { return }
+        var derived: [String] = []
+        for header in hops.flatMap(\.requestHeaders) where Self.isSecretHeader(header.name) {
+            guard ruleSecrets.contains(where: header.value.contains) else { continue }
+            derived.append(header.value)
+            for part in header.value.split(whereSeparator: { $0 == " " || $0 == "," }) where part.hasPrefix("Signature=") {
+                derived.append(String(part.dropFirst("Signature=".count)))
+            }
+        }
+        guard !derived.isEmpty else { return }
+        ruleSecrets = (ruleSecrets + derived).filter { !$0.isEmpty }.sorted { $0.utf8.count > $1.utf8.count }
     }
 
     /// The credential of an Authorization header (after its scheme word), and the values,

@@ -63,6 +63,8 @@ final class CredentialStage: Stage {
     private static func add(_ credential: Credential, generation: Int?, of match: CredentialStore.Match,
                             to attempt: Attempt, _ job: Job) {
         attempt.request.headers.append(contentsOf: credential.headers)
+        if let signing = credential.signing { attempt.request.awsSigV4 = signing }
+        if credential.staysOnHost { attempt.request.maxRedirects = 0 }
         attempt.ruleSecrets = credential.secrets
         job.pipeline.auth.carried = CredentialState.Carried(match: match, generation: generation)
     }
