@@ -56,7 +56,9 @@ public final class Daemon: Sendable {
         let policy = FilePolicy(allowedDirectories: options.allowedDirectories)
         let clock: @Sendable () -> Double = { [admission] in admission.now }
         let fetcher = CredentialFetcher(engine: engine, blocking: blocking, now: clock)
-        let credentials = CredentialStore(now: clock, log: log) { rule, done in fetcher.fetch(rule, done: done) }
+        let credentials = CredentialStore(now: clock, log: log) { rule, request, done in
+            fetcher.fetch(rule, for: request, done: done)
+        }
         self.credentials = credentials
         if let path = options.authFile {
             let rules = try AuthFile.rules(path: path, policy: policy)

@@ -35,7 +35,7 @@ final class AuthTests: XCTestCase {
     }
 
     func testTheMostSpecificRuleWins() throws {
-        let store = CredentialStore(now: { 0 }) { _, _ in XCTFail("nothing to fetch") }
+        let store = CredentialStore(now: { 0 }) { _, _, _ in XCTFail("nothing to fetch") }
         for (host, token) in [("*.example.com", "sub"), ("api.example.com", "name"), ("api.example.com:8443", "port"),
                               ("*.b.example.com", "deeper")] {
             store.set(AuthRule(host: AuthHostPattern(host)!, kind: .bearer(token: .inline(token))))
@@ -142,14 +142,14 @@ final class AuthTests: XCTestCase {
     func testTheStoreFetchesOncePerRule() throws {
         let pending = Locked<[@Sendable (Result<Credential, AuthProblem>) -> Void]>([])
         let clock = Locked(0.0)
-        let store = CredentialStore(now: { clock.withLock { $0 } }) { _, done in pending.withLock { $0.append(done) } }
+        let store = CredentialStore(now: { clock.withLock { $0 } }) { _, _, done in pending.withLock { $0.append(done) } }
         let grant = OAuth2Grant(tokenURL: "http://127.0.0.1:1/token", clientID: "id", clientSecret: .inline("s"))
         store.set(AuthRule(host: AuthHostPattern("api.test")!, kind: .oauth2(grant)))
         let match = try XCTUnwrap(store.match(name: "api.test", port: 443))
         XCTAssertNil(store.ready(match))
         let got = Locked<[String]>([])
         for id in 0..<10 {
-            store.wait(match, id: UInt64(id)) { result in
+            store.wait(match, id: UInt64(id), for: CredentialRequest(url: "https://api.test/", method: "GET", host: "api.test:443", challenge: nil)) { result in
                 got.withLock { $0.append((try? result.get().0.headers.first?.value) ?? "failed") }
             }
         }
@@ -272,6 +272,31 @@ final class AuthTests: XCTestCase {
         XCTAssertEqual(credential.headers, [HTTPHeader("X-Amz-Security-Token", "T")])
         XCTAssertTrue(credential.staysOnHost)
         XCTAssertEqual(Set(credential.secrets), ["S", "A", "T"])
+    }
+
+    func testHelperOutput() throws {
+        func read(_ json: String) -> Result<Credential, AuthProblem> {
+            HelperRule.credential(stdout: Array(json.utf8), now: 100, wallNow: 1_000_000)
+        }
+        let kept = try read(#"{"headers": {"Authorization": "Bearer h1", "X-Key": "k1"}, "expiresIn": 30}"#).get()
+        XCTAssertEqual(kept.headers, [HTTPHeader("Authorization", "Bearer h1"), HTTPHeader("X-Key", "k1")])
+        XCTAssertEqual(kept.usableUntil, 130)
+        XCTAssertTrue(kept.kept)
+        XCTAssertTrue(kept.secrets.contains("h1") && kept.secrets.contains("k1"))
+        XCTAssertEqual(try read(#"{"headers": {"A": "b"}, "expiresAt": 1000060}"#).get().usableUntil, 160)
+        XCTAssertFalse(try read(#"{"headers": {"A": "b"}}"#).get().kept, "neither: used once")
+        XCTAssertEqual(read("{}"), .failure(AuthProblem("the helper's output has no \"headers\" object")))
+        XCTAssertEqual(read("[1]"), .failure(AuthProblem("the helper's output is not one JSON object")))
+        XCTAssertEqual(read(#"{"headers": {"A": "b\r\nX: y"}}"#),
+                       .failure(AuthProblem("the helper's output has a header that cannot be sent (A)")))
+        XCTAssertEqual(read(#"{"headers": {"Content-Length": "1"}}"#),
+                       .failure(AuthProblem("the helper's output has a header that cannot be sent (Content-Length)")))
+        let input = try JSONCodec.decode(HelperRule.input(CredentialRequest(url: "https://h/x", method: "GET", host: "h:443",
+                                                                            challenge: "Bearer realm=\"r\"")))
+        XCTAssertEqual(input, ["version": 1, "action": "get", "url": "https://h/x", "method": "GET", "host": "h:443",
+                               "challenge": "Bearer realm=\"r\""])
+        XCTAssertEqual(HelperRule.firstLine(Array("  oops: no token \nmore\n".utf8)), "oops: no token")
+        XCTAssertNil(HelperRule.firstLine([]))
     }
 
     // MARK: HTTP logs

@@ -346,6 +346,90 @@ class TestAWSSigV4(AuthCase):
             self.assertEqual(cm.exception.data.get("field"), field, extra)
 
 
+class TestHelper(AuthCase):
+    """helper rules: argv without a shell, JSON in and out, a clean environment, a timeout."""
+
+    def helper(self, body, name="helper.sh"):
+        return self.write(name, "#!/bin/sh\n" + body, mode=0o700)
+
+    def log_lines(self, path):
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def test_helper_makes_the_header(self):
+        log = os.path.join(self.tmp, "inputs.log")
+        script = self.helper('cat >> "$LOG"\nenv > "$LOG.env"\n'
+                             'echo \'{"headers": {"Authorization": "Bearer helper-tok-1", "X-Extra": "e1"}, "expiresIn": 60}\'\n')
+        r = self.set_auth(type="helper", command=[script, "--flag"], env={"LOG": log})
+        self.assertEqual(r["type"], "helper")
+        _, echo = self.echo({"url": self.url + "/echo?a=1", "method": "PUT", "body": "x"})
+        self.assertEqual(header_values(echo, "Authorization"), ["Bearer helper-tok-1"])
+        self.assertEqual(header_values(echo, "X-Extra"), ["e1"])
+        self.assertEqual(self.log_lines(log), [{"version": 1, "action": "get", "url": self.url + "/echo?a=1",
+                                                "method": "PUT", "host": self.host, "challenge": None}])
+        with open(log + ".env") as f:
+            names = sorted(line.split("=", 1)[0] for line in f if "=" in line)
+        self.assertNotIn("HOME", names, "a clean environment")
+        self.assertIn("LOG", names)
+        self.assertIn("PATH", names)
+        # Kept for its expiresIn: the helper is not run again.
+        self.authorization()
+        self.assertEqual(len(self.log_lines(log)), 1)
+        rule = self.c.call("getAuth")["rules"][0]
+        self.assertTrue(rule["hasCredential"])
+        self.assertIsNotNone(rule["expiresAt"])
+
+    def test_a_401_runs_the_helper_again_with_the_challenge(self):
+        k = key("helper401")
+        log = os.path.join(self.tmp, "inputs.log")
+        script = self.helper('cat >> "$LOG"\necho \'{"headers": {"Authorization": "Bearer stale"}}\'\n')
+        self.set_auth(type="helper", command=[script], env={"LOG": log})
+        r = self.fetch({"url": f"{self.url}/protected/{k}"})
+        self.assertEqual(r["status"], 401)
+        inputs = self.log_lines(log)
+        self.assertEqual([i["challenge"] for i in inputs], [None, 'Bearer realm="fetchd-test", error="invalid_token"'])
+        self.assertEqual(hits("protected-" + k)["count"], 2)
+
+    def test_helper_failures(self):
+        cases = [
+            ('echo "stdout-secret-text"\necho "first line of stderr" >&2\necho "second line" >&2\nexit 3\n',
+             "the helper exited with status 3: first line of stderr"),
+            ('echo "not json stdout-secret-text"\n', "the helper's output is not one JSON object"),
+            ('echo \'{"headers": {"Bad Name": "v"}}\'\n', "the helper's output has a header that cannot be sent (Bad Name)"),
+            ('echo \'{"nothing": 1}\'\n', "the helper's output has no \"headers\" object"),
+        ]
+        for body, detail in cases:
+            self.set_auth(type="helper", command=[self.helper(body)])
+            e = self.fetch_error({"url": self.url + "/echo"})
+            self.assertEqual((e.code, e.data["kind"], e.data["detail"]), (-32001, "auth", detail))
+            self.assertNotIn("stdout-secret-text", json.dumps(e.data) + e.message)
+            self.assertNotIn("second line", e.data["detail"])
+        self.set_auth(type="helper", command=[os.path.join(self.tmp, "no-such-helper")])
+        e = self.fetch_error({"url": self.url + "/echo"})
+        self.assertIn("cannot start the helper", e.data["detail"])
+        self.assertAlive()
+
+    def test_a_helper_past_its_timeout_is_killed(self):
+        pidfile = os.path.join(self.tmp, "pid")
+        script = self.helper(f'echo $$ > {pidfile}\nexec sleep 30\n')
+        self.set_auth(type="helper", command=[script], timeout=0.5)
+        started = time.monotonic()
+        e = self.fetch_error({"url": self.url + "/echo"})
+        self.assertLess(time.monotonic() - started, 5)
+        self.assertEqual(e.data["detail"], "the helper ran past its timeout of 0.5 s and was killed")
+        with open(pidfile) as f:
+            pid = int(f.read())
+        self.assertFalse(os.path.exists(f"/proc/{pid}"), "the helper is gone (killed and reaped)")
+
+    def test_bad_helper_rules(self):
+        for extra, field in [({}, "command"), ({"command": []}, "command"), ({"command": ["relative"]}, "command[0]"),
+                             ({"command": ["/bin/true", 1]}, "command[1]"), ({"command": ["/bin/true"], "timeout": 0}, "timeout"),
+                             ({"command": ["/bin/true"], "env": {"A=B": "x"}}, "env.A=B")]:
+            with self.assertRaises(RPCError, msg=extra) as cm:
+                self.c.call("setAuth", {"host": "h.test", "type": "helper", **extra})
+            self.assertEqual(cm.exception.data.get("field"), field, extra)
+
+
 class TestAuthFile(unittest.TestCase):
     """--auth-file: setAuth params loaded at start; a file others can read is refused."""
 
@@ -436,12 +520,22 @@ class TestSecretsStayInside(unittest.TestCase):
             self.assertEqual(r["status"], 200, r)
             signature = json.loads(r["body"])["authorization"].rsplit("Signature=", 1)[1]
             answers.append({k2: v for k2, v in r.items() if k2 != "body"})
+            helper_secret = "Helper-Secret-Value-0005"
+            script = os.path.join(d.tmpdir, "helper.sh")
+            with open(script, "w") as f:
+                f.write('#!/bin/sh\necho \'{"headers": {"X-Api-Key": "%s"}}\'\n' % helper_secret)
+            os.chmod(script, 0o700)
+            answers.append(c.call("setAuth", {"host": host, "type": "helper", "command": [script]}))
+            r = c.call("fetch", {"url": f"{srv.test_url}/echo", "jobId": "scan-helper"})
+            self.assertIn(helper_secret, r["body"])
+            answers.append({k2: v for k2, v in r.items() if k2 != "body"})
+            os.remove(script)
             # A client's own header is shown as sent with redact: false.
             c.call("fetch", {"url": f"{srv.test_url}/echo", "jobId": "scan-own", "auth": False,
                              "headers": {"Authorization": "Bearer clients-own-header"}})
             answers.append(c.call("getAuth"))
             answers.append(c.call("listJobs"))
-            for job in ("scan-bearer", "scan-basic", "scan-oauth", "scan-aws", "scan-own"):
+            for job in ("scan-bearer", "scan-basic", "scan-oauth", "scan-aws", "scan-helper", "scan-own"):
                 wait_for(lambda: any(job in f for f in os.listdir(logdir)) if os.path.isdir(logdir) else False,
                          timeout=10)
             d.stop()
@@ -451,7 +545,7 @@ class TestSecretsStayInside(unittest.TestCase):
                     with open(os.path.join(root, f), "rb") as fh:
                         written[os.path.join(root, f)] = fh.read().decode("utf-8", "replace")
             b64 = base64.b64encode(f"u:{password}".encode()).decode()
-            for secret in (bearer, password, b64, client_secret, token, aws_secret, signature):
+            for secret in (bearer, password, b64, client_secret, token, aws_secret, signature, helper_secret):
                 for path, text in written.items():
                     self.assertNotIn(secret, text, f"{secret} in {path}")
                 self.assertNotIn(secret, json.dumps(answers))

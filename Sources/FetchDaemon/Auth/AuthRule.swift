@@ -16,6 +16,7 @@ struct AuthRule: Sendable {
         case basic(user: String, password: Secret)
         case oauth2(OAuth2Grant)
         case awsSigV4(AWSSigV4Rule)
+        case helper(HelperRule)
     }
 
     let host: AuthHostPattern
@@ -28,6 +29,7 @@ struct AuthRule: Sendable {
         case .basic: "basic"
         case .oauth2: "oauth2"
         case .awsSigV4: "awsSigV4"
+        case .helper: "helper"
         }
     }
 
@@ -44,7 +46,7 @@ struct AuthRule: Sendable {
     }
 
     /// The type names setAuth accepts (`null` removes the host's rule).
-    static let types = ["bearer", "basic", "oauth2", "awsSigV4"]
+    static let types = ["bearer", "basic", "oauth2", "awsSigV4", "helper"]
 
     /// Reads a setAuth params object (its `host` and `type` included); nil for `type: null`,
     /// which removes the host's rule. Every mistake is -32602 naming the field.
@@ -75,6 +77,8 @@ struct AuthRule: Sendable {
             kind = .oauth2(try OAuth2Grant(reading: &reader, policy: policy))
         case .string("awsSigV4"):
             kind = .awsSigV4(try AWSSigV4Rule(reading: &reader, policy: policy))
+        case .string("helper"):
+            kind = .helper(try HelperRule(reading: &reader))
         default:
             throw RPCError.invalidParams(field: reader.field("type"), "expected one of \(types.joined(separator: ", ")), or null")
         }

@@ -44,6 +44,15 @@ struct Credential: Sendable, Equatable {
     }
 }
 
+/// The request that needs a credential fetched (what a helper is told).
+struct CredentialRequest: Sendable {
+    let url: String
+    let method: String
+    let host: String
+    /// The WWW-Authenticate of the 401 that made this fetch, else nil.
+    let challenge: String?
+}
+
 /// Why a credential could not be made (a token endpoint's refusal, an unreadable file):
 /// never a secret, since it is shown to clients and in getAuth's `lastError`.
 struct AuthProblem: Error, Sendable, Equatable {

@@ -22,7 +22,7 @@ struct CredentialFetcher: Sendable {
         self.now = now
     }
 
-    func fetch(_ rule: AuthRule, done: @escaping @Sendable (Result<Credential, AuthProblem>) -> Void) {
+    func fetch(_ rule: AuthRule, for request: CredentialRequest, done: @escaping @Sendable (Result<Credential, AuthProblem>) -> Void) {
         blocking.execute { [self] in
             do throws(AuthProblem) {
                 switch rule.kind {
@@ -41,6 +41,9 @@ struct CredentialFetcher: Sendable {
                         throw AuthProblem("credentialsFile \(path) has no aws_access_key_id and aws_secret_access_key for profile \(profile)")
                     }
                     done(.success(Credential.aws(provider: aws.provider, keys, kept: false)))
+                case .helper(let helper):
+                    let stdout = try helper.run(input: HelperRule.input(request)).get()
+                    done(HelperRule.credential(stdout: stdout, now: now(), wallNow: Date().timeIntervalSince1970))
                 }
             } catch {
                 done(.failure(error))

@@ -12,7 +12,7 @@ final class CredentialStore: Sendable {
     /// Resumes a request that waited: the credential and its generation, or why there is none.
     typealias Waiter = @Sendable (Result<(Credential, generation: Int), any Error>) -> Void
     /// Makes a rule's credential (a file read, a token request) and calls back once.
-    typealias Fetch = @Sendable (AuthRule, _ done: @escaping @Sendable (Result<Credential, AuthProblem>) -> Void) -> Void
+    typealias Fetch = @Sendable (AuthRule, CredentialRequest, _ done: @escaping @Sendable (Result<Credential, AuthProblem>) -> Void) -> Void
 
     /// A rule as a request found it: enough to come back to it.
     struct Match: Sendable {
@@ -120,7 +120,7 @@ final class CredentialStore: Sendable {
 
     /// Resumes `waiter` with the rule's credential: at once when one is held, else when the
     /// fetch ends (this call starts it when none runs). `id` names the waiter for `cancel`.
-    func wait(_ match: Match, id: UInt64, _ waiter: @escaping Waiter) {
+    func wait(_ match: Match, id: UInt64, for request: CredentialRequest, _ waiter: @escaping Waiter) {
         let now = self.now()
         enum Next { case resume(Credential, Int), fetch, wait, gone }
         let next = state.withLock { s -> Next in
@@ -136,7 +136,7 @@ final class CredentialStore: Sendable {
         case .gone: waiter(.failure(AuthProblem("the rule for \(match.host) was replaced or removed while the request waited")))
         case .fetch:
             log?.debug("auth: fetching the credential of the \(match.rule.type) rule for \(match.host)")
-            fetch(match.rule) { [self] result in fetched(match, result) }
+            fetch(match.rule, request) { [self] result in fetched(match, result) }
         }
     }
 

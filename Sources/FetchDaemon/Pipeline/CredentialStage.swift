@@ -19,6 +19,8 @@ final class CredentialStage: Stage {
 
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         job.pipeline.auth.carried = nil
+        let challenge = job.pipeline.auth.challenge
+        job.pipeline.auth.challenge = nil
         guard job.spec.model.auth, attempt.request.header(named: "Authorization") == nil else { return .proceed }
         let host = HostLimitStage.host(attempt, job)
         guard let match = store.match(name: host.name, port: host.port) else { return .proceed }
@@ -27,9 +29,11 @@ final class CredentialStage: Stage {
             return .proceed
         }
         let id = job.transferID
+        let request = CredentialRequest(url: attempt.request.url, method: attempt.request.method, host: host.nameAndPort,
+                                        challenge: challenge)
         return .hold(Hold(
             start: { [store] release in
-                store.wait(match, id: id) { result in
+                store.wait(match, id: id, for: request) { result in
                     switch result {
                     case .success(let (credential, generation)):
                         Self.add(credential, generation: generation, of: match, to: attempt, job)
@@ -56,6 +60,7 @@ final class CredentialStage: Stage {
             }
         }
         job.pipeline.auth.renewed = true
+        job.pipeline.auth.challenge = answer.headers.last(named: "WWW-Authenticate")
         store.drop(carried.match, generation: generation)
         return .next
     }
@@ -83,4 +88,6 @@ struct CredentialState: Sendable {
     var carried: Carried?
     /// The one renewal after a 401 was made.
     var renewed = false
+    /// The WWW-Authenticate of that 401, for the next fetch (a helper gets it).
+    var challenge: String?
 }
