@@ -430,6 +430,30 @@ class TestHelper(AuthCase):
             self.assertEqual(cm.exception.data.get("field"), field, extra)
 
 
+class TestPythonClient(AuthCase):
+    def test_set_auth_and_get_auth(self):
+        import sys
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                        "clients", "python"))
+        from fetchd_client import Client, FetchdError
+        with Client(self.daemon.socket_path) as client:
+            rule = client.set_auth(self.host, "bearer", token="py-client-token")
+            self.assertEqual((rule["host"], rule["type"], rule["hasCredential"]), (self.host, "bearer", True))
+            self.assertEqual([r["host"] for r in client.get_auth()], [self.host])
+            echo = json.loads(client.fetch(self.url + "/echo").text)
+            self.assertEqual(header_values(echo, "Authorization"), ["Bearer py-client-token"])
+            echo = json.loads(client.fetch(self.url + "/echo", auth=False).text)
+            self.assertEqual(header_values(echo, "Authorization"), [])
+            path = self.write("py-token", "py-file-token")
+            client.set_auth(self.host, "bearer", token_file=path)
+            echo = json.loads(client.fetch(self.url + "/echo").text)
+            self.assertEqual(header_values(echo, "Authorization"), ["Bearer py-file-token"])
+            with self.assertRaises(FetchdError):
+                client.set_auth("*", "bearer", token="t")
+            self.assertEqual(client.set_auth(self.host, None), {"host": self.host, "removed": True})
+            self.assertEqual(client.get_auth(), [])
+
+
 class TestAuthFile(unittest.TestCase):
     """--auth-file: setAuth params loaded at start; a file others can read is refused."""
 

@@ -1,6 +1,7 @@
 import FetchEngine
 import FoundationEssentials
 import JSONRPC
+import Synchronization
 
 /// Every auth rule (setAuth, --auth-file) and the credential each holds, shared by every
 /// client. Owned by the Daemon and handed to `CredentialStage` and the auth methods.
@@ -36,6 +37,9 @@ final class CredentialStore: Sendable {
     }
 
     private let state = Locked(State())
+    /// How many rules there are, read without the lock: with none (the usual case), a
+    /// request's lookup costs one atomic load.
+    private let ruleCount = Atomic<Int>(0)
     /// Monotonic seconds (the jobs' clock); tests move their own.
     let now: @Sendable () -> Double
     private let fetch: Fetch
@@ -60,6 +64,7 @@ final class CredentialStore: Sendable {
             } else {
                 s.entries.append(entry)
             }
+            ruleCount.store(s.entries.count, ordering: .releasing)
         }
         log?.info("auth: \(rule.type) rule set for \(rule.host)")
     }
@@ -69,6 +74,7 @@ final class CredentialStore: Sendable {
         let removed = state.withLock { s -> Bool in
             guard let index = s.entries.firstIndex(where: { $0.rule.host == host }) else { return false }
             retire(&s, s.entries.remove(at: index))
+            ruleCount.store(s.entries.count, ordering: .releasing)
             return true
         }
         if removed { log?.info("auth: rule for \(host) removed") }
@@ -82,7 +88,8 @@ final class CredentialStore: Sendable {
     /// The rule for a request to `name` (lowercased) on `port`: `name:port`, then `name`,
     /// then the longest `*.domain` that matches.
     func match(name: String, port: Int) -> Match? {
-        state.withLock { s in
+        guard ruleCount.load(ordering: .acquiring) > 0 else { return nil }
+        return state.withLock { s in
             var best: Entry?
             for entry in s.entries where entry.rule.host.matches(name: name, port: port) {
                 if best.map({ entry.rule.host.precedence > $0.rule.host.precedence }) ?? true { best = entry }
