@@ -288,6 +288,34 @@ class TestOAuth2(AuthCase):
         self.assertEqual(oauth_info(k)["count"], 1)
 
 
+class TestResumableUpload(AuthCase):
+    def resumable_info(self, k):
+        with urllib.request.urlopen(f"{self.url}/resumable/info/{k}", timeout=10) as r:
+            return json.loads(r.read())["sessions"]
+
+    def upload(self, k, query=""):
+        path = self.write("data.bin", "x" * 3000)
+        return self.c.call("upload", {"url": f"{self.url}/resumable/start?key={k}{query}", "files": [{"path": path}],
+                                      "resumable": {"chunkSize": 1024}}, timeout=30)
+
+    def test_a_session_on_the_same_host_gets_the_credential(self):
+        self.set_auth(type="bearer", token="upload-token")
+        k = key("up-same")
+        self.assertEqual(self.upload(k)["status"], 200)
+        auths = self.resumable_info(k)[0]["authorizations"]
+        self.assertEqual(auths, ["Bearer upload-token"] * len(auths))
+        self.assertGreaterEqual(len(auths), 3)
+
+    def test_a_session_on_another_host_does_not(self):
+        self.set_auth(type="bearer", token="upload-token")
+        k = key("up-other")
+        other = f"http://localhost:{self.srv.test_port}/resumable/session/{k}"
+        self.assertEqual(self.upload(k, f"&upload-url={other}")["status"], 200)
+        auths = self.resumable_info(k)[0]["authorizations"]
+        self.assertEqual(auths, [None] * len(auths))
+        self.assertGreaterEqual(len(auths), 3)
+
+
 class TestAWSSigV4(AuthCase):
     def test_requests_are_signed(self):
         self.set_auth(type="awsSigV4", provider="aws:amz:eu-west-1:s3", accessKeyId="AKIDEXAMPLE",

@@ -51,7 +51,8 @@ Endpoints (any method unless noted):
   /resumable/session/<id>        PUT with X-Goog-Upload-Command upload | "upload, finalize" (with
                                  X-Goog-Upload-Offset; a wrong offset -> 400, status active), query, cancel
   /resumable/session/<id>/info   {"id","size","sha256","commands","status","declaredSize","contentType",
-                                  "chunks","offsets","rejected","failures","holding","startMethod"}
+                                  "chunks","offsets","rejected","failures","holding","startMethod",
+                                  "authorizations" (each session request's Authorization, or null)}
   /resumable/info/<key>          {"sessions": [info...]} for every session started with ?key=K
   /echo also reports "bodySha256".
   /oauth/token/<key>[?expires_in=S|none][&delay_ms=T][&fail=STATUS][&client_id=I&client_secret=C]
@@ -142,13 +143,14 @@ class _ResumableSession:
         self.failures = []
         self.holding = False
         self.cancelled = threading.Event()
+        self.authorizations = []  # the Authorization header of each session request (None: absent)
 
     def info(self):
         return {"id": self.id, "size": len(self.data), "sha256": hashlib.sha256(self.data).hexdigest(),
                 "commands": list(self.commands), "status": self.status, "declaredSize": self.declared,
                 "contentType": self.content_type, "chunks": self.chunks, "offsets": list(self.offsets),
                 "rejected": self.rejected, "failures": list(self.failures), "holding": self.holding,
-                "startMethod": self.start_method}
+                "startMethod": self.start_method, "authorizations": list(self.authorizations)}
 
 
 def _hit(key):
@@ -551,6 +553,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(404, "not found")
         with _State.lock:
             s.commands.append(cmd or raw_cmd)
+            s.authorizations.append(self.headers.get("Authorization"))
             size = len(s.data)
             if cmd == "cancel":
                 s.status = "cancelled"
@@ -571,6 +574,7 @@ class Handler(BaseHTTPRequestHandler):
             offset = None
         with _State.lock:
             s.commands.append(cmd)
+            s.authorizations.append(self.headers.get("Authorization"))
             s.chunks += 1
             n = s.chunks
             s.offsets.append(offset)

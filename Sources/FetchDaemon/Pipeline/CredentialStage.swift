@@ -65,6 +65,14 @@ final class CredentialStage: Stage {
         return .next
     }
 
+    /// Takes back what `add` put in the attempt (its URL now names another host).
+    static func removeRuleCredential(from attempt: Attempt) {
+        let secrets = Set(attempt.ruleSecrets)
+        attempt.request.headers.removeAll { secrets.contains($0.value) }
+        attempt.request.awsSigV4 = nil
+        attempt.ruleSecrets = []
+    }
+
     private static func add(_ credential: Credential, generation: Int?, of match: CredentialStore.Match,
                             to attempt: Attempt, _ job: Job) {
         attempt.request.headers.append(contentsOf: credential.headers)
