@@ -482,6 +482,54 @@ class TestPythonClient(AuthCase):
             self.assertEqual(client.get_auth(), [])
 
 
+class TestFetchctl(AuthCase):
+    def ctl(self, *args, code=0):
+        import subprocess
+        fetchctl = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "clients", "fetchctl")
+        r = subprocess.run([fetchctl, "--socket", self.daemon.socket_path, *args], capture_output=True, timeout=30,
+                           stdin=subprocess.DEVNULL)
+        self.assertEqual(r.returncode, code, r)
+        return r.stdout.decode(), r.stderr.decode()
+
+    def test_fetchctl_auth(self):
+        self.assertEqual(self.ctl("auth")[0], "no auth rules\n")
+        token = self.write("token", "ctl-token-1")
+        self.assertEqual(self.ctl("auth", self.host, "--bearer-file", token)[0], f"{self.host}: bearer rule set\n")
+        self.assertEqual(self.authorization(), ["Bearer ctl-token-1"])
+        out, _ = self.ctl("fetch", self.url + "/echo")
+        self.assertEqual(header_values(json.loads(out), "Authorization"), ["Bearer ctl-token-1"])
+        pw = self.write("pw", "ctl-pw")
+        self.ctl("auth", "*.example.com", "--basic", f"u:{pw}")
+        script = self.write("helper.sh", '#!/bin/sh\ncat >/dev/null\nprintf \'{"headers": {"X-Ctl": "%s %s"}}\' "$1" "$2"\n', 0o700)
+        self.ctl("auth", "localhost", "--helper", script, "helper-arg", "--timeout-looking-arg")
+        _, echo = self.echo({"url": f"http://localhost:{self.srv.test_port}/echo"})
+        self.assertEqual(header_values(echo, "X-Ctl"), ["helper-arg --timeout-looking-arg"])
+        k = key("ctl")
+        secret = self.write("cs", "csecret")
+        self.ctl("auth", "127.0.0.1", "--oauth2", f"{self.url}/oauth/token/{k}", "--client-id", "cid",
+                 "--client-secret-file", secret, "--scope", "read")
+        self.c.call("setAuth", {"host": self.host, "type": None})
+        self.assertEqual(self.fetch({"url": f"{self.url}/protected/{k}"})["status"], 200)
+        out, _ = self.ctl("auth")
+        lines = out.splitlines()
+        self.assertTrue(lines[0].startswith("HOST"), out)
+        self.assertEqual([line.split()[:3] for line in lines[1:]],
+                         [["*.example.com", "basic", "-"], ["localhost", "helper", "-"], ["127.0.0.1", "oauth2", "held"]])
+        for secret_text in ("ctl-token-1", "ctl-pw", "csecret"):
+            self.assertNotIn(secret_text, out)
+        rules = json.loads(self.ctl("auth", "--json")[0])["rules"]
+        self.assertEqual(len(rules), 3)
+        self.assertEqual(self.ctl("auth", "localhost", "--remove")[0], "localhost: rule removed\n")
+        self.assertEqual(self.ctl("auth", "localhost", "--remove")[0], "localhost: no rule to remove\n")
+        _, err = self.ctl("auth", "h.test", code=2)
+        self.assertIn("needs one of", err)
+        _, err = self.ctl("auth", "h.test", "--bearer-file", token, "--remove", code=2)
+        self.assertIn("takes one of", err)
+        _, err = self.ctl("auth", "*", "--bearer-file", token, code=4)
+        self.assertIn("host", err)
+
+
 class TestAuthFile(unittest.TestCase):
     """--auth-file: setAuth params loaded at start; a file others can read is refused."""
 
