@@ -649,6 +649,9 @@ class TestSecretsStayInside(unittest.TestCase):
                 for path, text in written.items():
                     self.assertNotIn(secret, text, f"{secret} in {path}")
                 self.assertNotIn(secret, json.dumps(answers))
+            for path in written:
+                if path.endswith(".har"):
+                    self.assertEqual(stat.S_IMODE(os.stat(path).st_mode) & 0o077, 0, f"{path} is private")
             hars = "".join(t for p, t in written.items() if p.endswith(".har"))
             self.assertIn(REDACTED, hars)
             self.assertIn("Bearer clients-own-header", hars, "redact: false shows the client's own header")

@@ -19,11 +19,13 @@ final class CredentialStage: Stage {
 
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         job.pipeline.auth.carried = nil
+        guard job.spec.model.auth else { return .proceed }
+        let host = HostLimitStage.host(attempt, job)
+        // With no rules (the usual case) this is one atomic load.
+        guard let match = store.match(name: host.name, port: host.port),
+              attempt.request.header(named: "Authorization") == nil else { return .proceed }
         let challenge = job.pipeline.auth.challenge
         job.pipeline.auth.challenge = nil
-        guard job.spec.model.auth, attempt.request.header(named: "Authorization") == nil else { return .proceed }
-        let host = HostLimitStage.host(attempt, job)
-        guard let match = store.match(name: host.name, port: host.port) else { return .proceed }
         if let (credential, generation) = store.ready(match) {
             Self.add(credential, generation: generation, of: match, to: attempt, job)
             return .proceed
