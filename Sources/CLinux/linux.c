@@ -13,6 +13,9 @@
 #include <time.h>
 #include <pthread.h>
 #include <unistd.h>
+#include <spawn.h>
+#include <signal.h>
+#include <errno.h>
 
 
 int fetchd_epoll_add(int ep, int fd, unsigned int events) {
@@ -88,3 +91,33 @@ int fetchd_timerfd_arm(int fd, long milliseconds) {
     struct itimerspec spec = { .it_value = { .tv_sec = milliseconds / 1000, .tv_nsec = (milliseconds % 1000) * 1000000L } };
     return timerfd_settime(fd, 0, &spec, 0);
 }
+
+int fetchd_spawn(const char *path, char *const argv[], char *const envp[], int in, int out, int err) {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attributes;
+    if (posix_spawn_file_actions_init(&actions) != 0) return -ENOMEM;
+    if (posix_spawnattr_init(&attributes) != 0) {
+        posix_spawn_file_actions_destroy(&actions);
+        return -ENOMEM;
+    }
+    posix_spawn_file_actions_adddup2(&actions, in, 0);
+    posix_spawn_file_actions_adddup2(&actions, out, 1);
+    posix_spawn_file_actions_adddup2(&actions, err, 2);
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+    /* Default signal handling in the child (the daemon ignores SIGPIPE and SIGTERM), and
+     * its own process group, so that a timeout's kill reaches what it started too. */
+    sigset_t all, none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    posix_spawnattr_setsigdefault(&attributes, &all);
+    posix_spawnattr_setsigmask(&attributes, &none);
+    posix_spawnattr_setpgroup(&attributes, 0);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
+    pid_t pid = 0;
+    int rc = posix_spawn(&pid, path, &actions, &attributes, argv, envp);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attributes);
+    return rc == 0 ? (int)pid : -rc;
+}
+
+int fetchd_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }

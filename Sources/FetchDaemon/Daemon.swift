@@ -15,6 +15,7 @@ public final class Daemon: Sendable {
     private let httpLog: HTTPLog
     private let server: SocketServer
     private let cookieFile: CookiePersister?
+    private let credentials: CredentialStore
 
     public init(options: DaemonOptions, environment: [String: String]) throws {
         self.options = options
@@ -51,15 +52,27 @@ public final class Daemon: Sendable {
         let httpLog = HTTPLog(defaultDirectory: options.httpLogDirectory(environment: environment), log: log)
         self.httpLog = httpLog
         let tasks = WorkerThreads(name: "fetchd-tasks", count: WorkerThreads.defaultCount)
+        let blocking = WorkerThreads(name: "fetchd-blocking", count: 4)
+        let policy = FilePolicy(allowedDirectories: options.allowedDirectories)
+        let clock: @Sendable () -> Double = { [admission] in admission.now }
+        let fetcher = CredentialFetcher(engine: engine, blocking: blocking, now: clock)
+        let credentials = CredentialStore(now: clock, log: log) { rule, request, done in
+            fetcher.fetch(rule, for: request, done: done)
+        }
+        self.credentials = credentials
+        if let path = options.authFile {
+            let rules = try AuthFile.rules(path: path, policy: policy)
+            rules.forEach(credentials.set)
+            log.info("loaded \(rules.count) auth rule(s) from --auth-file \(path)")
+        }
         let cork = WriteCork()
         let jobs = JobRegistry(services: JobServices(
-            engine: engine, admission: admission, httpLog: httpLog, log: log,
+            engine: engine, admission: admission, credentials: credentials, httpLog: httpLog, log: log,
             answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { cork.around($0) }),
-            tasks: tasks, blocking: WorkerThreads(name: "fetchd-blocking", count: 4),
+            tasks: tasks, blocking: blocking,
             timers: DispatchQueue(label: "fetchd.retry-waits")))
         self.jobs = jobs
         let driver = JobDriver(jobs: jobs)
-        let policy = FilePolicy(allowedDirectories: options.allowedDirectories)
         let startedAt = ContinuousClock.now
 
         // The server exists only after the methods, but getStatus asks it for a count.
@@ -79,6 +92,8 @@ public final class Daemon: Sendable {
             GetCookiesMethod(engine: engine),
             SetCookiesMethod(engine: engine),
             ClearCookiesMethod(engine: engine),
+            SetAuthMethod(store: credentials, policy: policy),
+            GetAuthMethod(store: credentials),
         ]
         let dispatcher = RPCDispatcher(methods: methods, mapError: ErrorMapping.rpcError(for:))
         let log = self.log

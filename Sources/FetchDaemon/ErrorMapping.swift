@@ -29,6 +29,11 @@ enum ErrorMapping {
                 "jobId": .string(failed.jobID), "kind": .string(failed.error.kind.rawValue),
                 "detail": .string(failed.error.detail), "attempts": JSONValue(failed.attempts),
             ])
+        case let failed as AuthFailed:
+            return RPCError(.transportFailure, "Authentication failed: the rule for \(failed.rule): \(failed.reason)", data: [
+                "jobId": .string(failed.jobID), "kind": "auth", "detail": .string(failed.reason),
+                "attempts": JSONValue(failed.attempts), "rule": .string(failed.rule),
+            ])
         case let cancelled as JobCancelled:
             return RPCError(.cancelled, "Cancelled", data: [
                 // A request refused before it became a job has no id yet.

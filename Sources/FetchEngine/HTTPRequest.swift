@@ -21,6 +21,8 @@ public struct HTTPRequest: Sendable {
     /// Shared by one client's requests: bounds the bodies they hold in memory (and the
     /// answers waiting for that client) by pausing transfers; nil: no bound.
     public var bodyBudget: BodyBudget? = nil
+    /// Sign the request with AWS Signature Version 4 (libcurl's CURLOPT_AWS_SIGV4); nil: no.
+    public var awsSigV4: AWSSigV4? = nil
 
     public init(
         method: String = "GET", url: String, headers: [HTTPHeader] = [], body: RequestBody = .none,
@@ -52,6 +54,21 @@ public struct HTTPRequest: Sendable {
     /// The first value of a header, matched without regard to case.
     public func header(named name: String) -> String? {
         headers.first(where: { $0.name.caseInsensitiveEquals(name) })?.value
+    }
+}
+
+/// What libcurl needs to sign a request with AWS Signature Version 4. libcurl signs every hop
+/// to the request's own host, and no hop to another one.
+public struct AWSSigV4: Sendable, Equatable {
+    /// As curl's `--aws-sigv4`: `"aws:amz:REGION:SERVICE"`.
+    public var provider: String
+    public var accessKeyID: String
+    public var secretAccessKey: String
+
+    public init(provider: String, accessKeyID: String, secretAccessKey: String) {
+        self.provider = provider
+        self.accessKeyID = accessKeyID
+        self.secretAccessKey = secretAccessKey
     }
 }
 

@@ -121,6 +121,13 @@ final class Transfer: @unchecked Sendable {
 
         configureMethodAndBody(easy, me: me)
         configureHeaders(easy)
+        if let signing = request.awsSigV4 {
+            // The handle copies the strings. CURLOPT_UNRESTRICTED_AUTH stays off: a redirect
+            // to another host is not signed.
+            fetchd_easy_setopt_str(easy, CURLOPT_AWS_SIGV4, signing.provider)
+            fetchd_easy_setopt_str(easy, CURLOPT_USERNAME, signing.accessKeyID)
+            fetchd_easy_setopt_str(easy, CURLOPT_PASSWORD, signing.secretAccessKey)
+        }
     }
 
     private func configureMethodAndBody(_ easy: UnsafeMutableRawPointer, me: UnsafeMutableRawPointer) {

@@ -648,18 +648,43 @@ fetchd_status fetchd_cancel_nowait(fetchd_client *c, const char *job_id, fetchd_
     return st;
 }
 
-fetchd_status fetchd_list_jobs(fetchd_client *c, json_t **jobs, fetchd_error *err) {
+fetchd_status fetchd_set_auth(fetchd_client *c, const char *host, json_t *rule, json_t **result,
+                              fetchd_error *err) {
+    if (result)
+        *result = NULL;
+    if (!host || !json_is_object(rule))
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "host is NULL or rule is not an object");
+    json_t *params = json_deep_copy(rule);
+    if (!params)
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    json_object_set_new(params, "host", json_string(host));
+    fetchd_status st = fetchd_call(c, "setAuth", params, result, err);
+    json_decref(params);
+    return st;
+}
+
+/* Calls method (no params) and hands out the array `member` of its result. */
+static fetchd_status call_for_array(fetchd_client *c, const char *method, const char *member, json_t **out,
+                                    fetchd_error *err) {
     json_t *result = NULL;
-    if (jobs)
-        *jobs = NULL;
-    fetchd_status st = fetchd_call(c, "listJobs", NULL, &result, err);
+    if (out)
+        *out = NULL;
+    fetchd_status st = fetchd_call(c, method, NULL, &result, err);
     if (st == FETCHD_OK) {
-        json_t *list = json_object_get(result, "jobs");
+        json_t *list = json_object_get(result, member);
         if (!json_is_array(list))
-            st = fail(err, FETCHD_ERR_PROTOCOL, 0, result, "listJobs result has no jobs array");
-        else if (jobs)
-            *jobs = json_incref(list);
+            st = fail(err, FETCHD_ERR_PROTOCOL, 0, result, "%s result has no %s array", method, member);
+        else if (out)
+            *out = json_incref(list);
     }
     json_decref(result);
     return st;
+}
+
+fetchd_status fetchd_get_auth(fetchd_client *c, json_t **rules, fetchd_error *err) {
+    return call_for_array(c, "getAuth", "rules", rules, err);
+}
+
+fetchd_status fetchd_list_jobs(fetchd_client *c, json_t **jobs, fetchd_error *err) {
+    return call_for_array(c, "listJobs", "jobs", jobs, err);
 }

@@ -192,6 +192,18 @@ fetchd_status fetchd_cancel_nowait(fetchd_client *client, const char *job_id, fe
 /* listJobs: *jobs is the array of live jobs (new reference). */
 fetchd_status fetchd_list_jobs(fetchd_client *client, json_t **jobs, fetchd_error *err);
 
+/* setAuth: the auth rule of host ("name", "name:port" or "*.domain"); rule (borrowed) holds
+ * "type" and its fields, e.g. {"type": "bearer", "tokenFile": "/run/user/1000/t"}, or
+ * {"type": null} to remove the rule. The daemon then adds the credential to every request
+ * for those hosts (see docs/auth.md). *result (may be NULL) is the rule as getAuth shows it,
+ * never a secret, or {"host", "removed"}. */
+fetchd_status fetchd_set_auth(fetchd_client *client, const char *host, json_t *rule, json_t **result,
+                              fetchd_error *err);
+
+/* getAuth: *rules is the array of rules (new reference): host, type, hasCredential,
+ * expiresAt, lastError. */
+fetchd_status fetchd_get_auth(fetchd_client *client, json_t **rules, fetchd_error *err);
+
 #ifdef __cplusplus
 }
 #endif

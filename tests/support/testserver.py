@@ -51,9 +51,27 @@ Endpoints (any method unless noted):
   /resumable/session/<id>        PUT with X-Goog-Upload-Command upload | "upload, finalize" (with
                                  X-Goog-Upload-Offset; a wrong offset -> 400, status active), query, cancel
   /resumable/session/<id>/info   {"id","size","sha256","commands","status","declaredSize","contentType",
-                                  "chunks","offsets","rejected","failures","holding","startMethod"}
+                                  "chunks","offsets","rejected","failures","holding","startMethod",
+                                  "authorizations" (each session request's Authorization, or null)}
   /resumable/info/<key>          {"sessions": [info...]} for every session started with ?key=K
   /echo also reports "bodySha256".
+  /oauth/token/<key>[?expires_in=S|none][&delay_ms=T][&fail=STATUS][&client_id=I&client_secret=C]
+                                 OAuth 2 client-credentials token endpoint (POST, form body with
+                                 grant_type=client_credentials, client in HTTP Basic; defaults cid/csecret):
+                                 counts its requests per key and issues token "tok-<key>-<n>" (the key's
+                                 current token) with expires_in (default 3600); a wrong client -> 401
+                                 {"error":"invalid_client"}; fail=S answers S with {"error":"server_error"}
+  /oauth/info/<key>              {"count", "maxInFlight", "tokens", "grants", "scopes", "authorizations"}
+  /oauth/revoke/<key>            the key's current token stops being accepted
+  /protected/<key>[?ms=N]        200 {"ok": true, "token"} when Authorization is "Bearer <the key's current,
+                                 unexpired token>", else 401 with WWW-Authenticate: Bearer ... (counted in
+                                 /hits/protected-<key>)
+  /basic-protected?user=U&password=P  200 when Authorization is Basic U:P, else 401 with a Basic challenge
+  /aws-check[?key=AKID][&scope=REGION/SERVICE][&token=T]  200 {"ok", "credential", "signedHeaders",
+                                 "amzDate", "authorization"} when Authorization has the AWS SigV4 shape
+                                 (AWS4-HMAC-SHA256 Credential=AKID/yyyymmdd/REGION/SERVICE/aws4_request,
+                                 SignedHeaders=...;host;...x-amz-date..., Signature=<64 hex>) and X-Amz-Date
+                                 is set (with token=T: X-Amz-Security-Token is T and signed), else 403 {"problem"}
   /big-header?bytes=N[&count=C][&redirect=R]  200 "big" with C (default 1) headers X-Big-<i> of
                                  N bytes each; with R > 0, the same headers on a 302 to redirect=R-1
 """
@@ -96,6 +114,7 @@ class _State:
     ranged = {}  # key -> [{"range", "ifRange", "status"}] (/ranged)
     resumable = {}  # session id -> _ResumableSession
     resumable_keys = {}  # ?key= of /resumable/start -> [session id]
+    oauth = {}  # key -> {"count", "inFlight", "maxInFlight", "tokens", "current", "expires", ...}
 
 
 LAST_MODIFIED = "Wed, 21 Oct 2015 07:28:00 GMT"
@@ -124,13 +143,14 @@ class _ResumableSession:
         self.failures = []
         self.holding = False
         self.cancelled = threading.Event()
+        self.authorizations = []  # the Authorization header of each session request (None: absent)
 
     def info(self):
         return {"id": self.id, "size": len(self.data), "sha256": hashlib.sha256(self.data).hexdigest(),
                 "commands": list(self.commands), "status": self.status, "declaredSize": self.declared,
                 "contentType": self.content_type, "chunks": self.chunks, "offsets": list(self.offsets),
                 "rejected": self.rejected, "failures": list(self.failures), "holding": self.holding,
-                "startMethod": self.start_method}
+                "startMethod": self.start_method, "authorizations": list(self.authorizations)}
 
 
 def _hit(key):
@@ -344,6 +364,17 @@ class Handler(BaseHTTPRequestHandler):
                     return self._json({"bodies": list(_State.bodies.get(seg[1], []))})
             if path == "/multipart-echo":
                 return self._multipart(body)
+            if head == "oauth" and len(seg) == 3:
+                return self._oauth(seg[1], seg[2], q, body)
+            if head == "protected" and len(seg) == 2:
+                return self._protected(seg[1], int(q.get("ms", "0")))
+            if path == "/basic-protected":
+                want = "Basic " + base64.b64encode(f"{q.get('user', '')}:{q.get('password', '')}".encode()).decode()
+                if self.headers.get("Authorization") == want:
+                    return self._json({"ok": True})
+                return self._send(401, "unauthorized", headers=[("WWW-Authenticate", 'Basic realm="fetchd-test"')])
+            if path == "/aws-check":
+                return self._aws_check(q)
             if path == "/big-header":
                 n, count = int(q.get("bytes", "1000")), int(q.get("count", "1"))
                 if not (0 <= n <= 8 << 20 and 0 <= count <= 10000):
@@ -522,6 +553,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(404, "not found")
         with _State.lock:
             s.commands.append(cmd or raw_cmd)
+            s.authorizations.append(self.headers.get("Authorization"))
             size = len(s.data)
             if cmd == "cancel":
                 s.status = "cancelled"
@@ -542,6 +574,7 @@ class Handler(BaseHTTPRequestHandler):
             offset = None
         with _State.lock:
             s.commands.append(cmd)
+            s.authorizations.append(self.headers.get("Authorization"))
             s.chunks += 1
             n = s.chunks
             s.offsets.append(offset)
@@ -601,6 +634,95 @@ class Handler(BaseHTTPRequestHandler):
         if status == "final":
             return self._json({"size": size, "sha256": digest}, headers=hs)
         return self._send(200, "", headers=hs)
+
+    def _oauth_state(self, key):
+        return _State.oauth.setdefault(key, {"count": 0, "inFlight": 0, "maxInFlight": 0, "tokens": [],
+                                             "current": None, "expires": None, "grants": [], "scopes": [],
+                                             "authorizations": []})
+
+    def _oauth(self, action, key, q, body):
+        with _State.lock:
+            st = self._oauth_state(key)
+            if action == "info":
+                return self._json({k: st[k] for k in ("count", "maxInFlight", "tokens", "grants", "scopes",
+                                                        "authorizations")})
+            if action == "revoke":
+                st["current"] = None
+                return self._json({"revoked": True})
+            if action != "token":
+                return self._send(404, "not found")
+            st["count"] += 1
+            st["inFlight"] += 1
+            st["maxInFlight"] = max(st["maxInFlight"], st["inFlight"])
+            n = st["count"]
+            form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+            st["grants"].append(form.get("grant_type"))
+            st["scopes"].append(form.get("scope"))
+            st["authorizations"].append(self.headers.get("Authorization"))
+        try:
+            time.sleep(int(q.get("delay_ms", "0")) / 1000)
+            want = "Basic " + base64.b64encode(
+                f"{q.get('client_id', 'cid')}:{q.get('client_secret', 'csecret')}".encode()).decode()
+            if self.command != "POST" or form.get("grant_type") != "client_credentials":
+                return self._json({"error": "unsupported_grant_type"}, status=400)
+            if self.headers.get("Authorization") != want:
+                return self._json({"error": "invalid_client"}, status=401)
+            if "fail" in q:
+                return self._json({"error": "server_error"}, status=int(q["fail"]))
+            token = f"tok-{key}-{n}"
+            answer = {"access_token": token, "token_type": "Bearer"}
+            expires = q.get("expires_in", "3600")
+            with _State.lock:
+                st["tokens"].append(token)
+                st["current"] = token
+                st["expires"] = None if expires == "none" else time.monotonic() + float(expires)
+            if expires != "none":
+                answer["expires_in"] = float(expires) if "." in expires else int(expires)
+            return self._json(answer, headers=[("Cache-Control", "no-store")])
+        finally:
+            with _State.lock:
+                st["inFlight"] -= 1
+
+    def _protected(self, key, ms):
+        _hit("protected-" + key)
+        if ms:
+            time.sleep(ms / 1000)
+        with _State.lock:
+            st = self._oauth_state(key)
+            current, expires = st["current"], st["expires"]
+        got = self.headers.get("Authorization")
+        if current and got == "Bearer " + current and (expires is None or time.monotonic() < expires):
+            return self._json({"ok": True, "token": current})
+        return self._send(401, "unauthorized", headers=[
+            ("WWW-Authenticate", 'Bearer realm="fetchd-test", error="invalid_token"')])
+
+    AWS_AUTH = re.compile(r"^AWS4-HMAC-SHA256 Credential=([^/, ]+)/(\d{8})/([^/, ]+)/([^/, ]+)/aws4_request, "
+                          r"SignedHeaders=([a-z0-9;-]+), Signature=([0-9a-f]{64})$")
+
+    def _aws_check(self, q):
+        auth = self.headers.get("Authorization") or ""
+        m = self.AWS_AUTH.match(auth)
+        date = self.headers.get("X-Amz-Date") or ""
+        problem = None
+        if not m:
+            problem = f"Authorization is not AWS SigV4: {auth[:200]!r}"
+        else:
+            signed = m.group(5).split(";")
+            if "key" in q and m.group(1) != q["key"]:
+                problem = f"access key {m.group(1)!r}, expected {q['key']!r}"
+            elif "scope" in q and f"{m.group(3)}/{m.group(4)}" != q["scope"]:
+                problem = f"scope {m.group(3)}/{m.group(4)}, expected {q['scope']}"
+            elif "host" not in signed or "x-amz-date" not in signed:
+                problem = f"SignedHeaders {m.group(5)} lacks host or x-amz-date"
+            elif not re.match(r"^\d{8}T\d{6}Z$", date) or date[:8] != m.group(2):
+                problem = f"X-Amz-Date {date!r} does not match the credential's date"
+            elif "token" in q and (self.headers.get("X-Amz-Security-Token") != q["token"]
+                                   or "x-amz-security-token" not in signed):
+                problem = "X-Amz-Security-Token missing, wrong or not signed"
+        if problem:
+            return self._json({"problem": problem}, status=403)
+        return self._json({"ok": True, "credential": m.group(1), "signedHeaders": m.group(5), "amzDate": date,
+                           "authorization": auth})
 
     def _record(self, key, ms):
         h = _hit(key)

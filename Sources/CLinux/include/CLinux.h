@@ -26,6 +26,11 @@ int fetchd_start_writeback(int fd, long long offset, long long length);
 int fetchd_limit_malloc_arenas(int arenas);
 /* malloc_trim(0): returns the free pages of every arena to the system. */
 int fetchd_release_free_memory(void);
+/* Starts argv[0] (an absolute path, no shell, no PATH search) with envp only, its stdin,
+ * stdout and stderr the pipes' ends given, every other descriptor closed, in a process group
+ * of its own. Returns the pid, or -errno. */
+int fetchd_pipe_cloexec(int fds[2]);
+int fetchd_spawn(const char *path, char *const argv[], char *const envp[], int in, int out, int err);
 /* pthread_setname_np for the calling thread (at most 15 bytes). */
 int fetchd_name_this_thread(const char *name);
 /* An HTTP date (IMF-fixdate, RFC 850 or asctime form, C locale) as Unix seconds; -1 if it is not one. */

@@ -15,6 +15,8 @@ public struct DaemonOptions: Sendable, Equatable {
     /// `--rate HOST=RPS[:BURST]`, in order given.
     public var rates: [RateFlag] = []
     public var configPath: String?
+    /// `--auth-file`: setAuth rules loaded at start.
+    public var authFile: String?
     public var maxQueued = 10_000
     /// `--log-dir`: where HTTP logs go when enabled without a directory.
     public var logDirectory: String?
@@ -76,6 +78,9 @@ public struct DaemonOptions: Sendable, Equatable {
         },
         Option(name: "--config", argument: "PATH", help: "rate limit file: lines of `HOST [maxConcurrent=N] [rps=X] [burst=N]` (see docs/rate-limits.md)") { o, v throws(UsageError) in
             o.configPath = try absolutePath(v, option: "--config")
+        },
+        Option(name: "--auth-file", argument: "PATH", help: "auth rules loaded at start: a JSON array of setAuth params, in a file only you can read (see docs/auth.md)") { o, v throws(UsageError) in
+            o.authFile = try absolutePath(v, option: "--auth-file")
         },
         Option(name: "--max-queued", argument: "N", help: "requests that may wait for their host before new ones get -32005 (default 10000)") { o, v throws(UsageError) in
             guard let n = Int(v), n >= 1 else { throw UsageError(description: "--max-queued takes a whole number >= 1") }

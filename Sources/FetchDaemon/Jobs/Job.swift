@@ -147,6 +147,8 @@ final class Job: Sendable {
         let startedAt: Date
         let request: HTTPRequest
         let outcome: Result<HTTPResponse, TransferError>
+        /// What an auth rule added (`Attempt.ruleSecrets`).
+        var ruleSecrets: [String] = []
     }
 
     var attemptRecords: [AttemptRecord] { mutable.withLock { $0.records } }
@@ -162,6 +164,7 @@ final class Job: Sendable {
 /// What the stages of one job keep between its attempts.
 struct PipelineState: Sendable {
     var retry = RetryState()
+    var auth = CredentialState()
 }
 
 /// What jobs run on: the engine, and the admission queue that applies every host's limits.
@@ -182,8 +185,8 @@ struct JobServices: Sendable {
     /// The stages every job passes through (Pipeline.common), made once.
     let commonStages: [any Stage]
 
-    init(engine: HTTPEngine, admission: HostAdmission, httpLog: HTTPLog, log: Logger, answers: WorkerThreads,
-         tasks: WorkerThreads, blocking: WorkerThreads, timers: DispatchQueue) {
+    init(engine: HTTPEngine, admission: HostAdmission, credentials: CredentialStore, httpLog: HTTPLog, log: Logger,
+         answers: WorkerThreads, tasks: WorkerThreads, blocking: WorkerThreads, timers: DispatchQueue) {
         self.engine = engine
         self.admission = admission
         self.httpLog = httpLog
@@ -192,7 +195,7 @@ struct JobServices: Sendable {
         self.tasks = tasks
         self.blocking = blocking
         self.timers = timers
-        commonStages = Pipeline.common(admission: admission, log: log)
+        commonStages = Pipeline.common(admission: admission, credentials: credentials, log: log)
     }
 
     /// Seconds on the monotonic clock (the machine's and the host scheduler's clock).

@@ -184,11 +184,12 @@ struct JobDriver: Sendable {
         attempt.request.recordsExchange = services.httpLog.isEnabled
         // Bodies kept in memory count against what the client's connection may hold.
         if case .memory = attempt.request.destination { attempt.request.bodyBudget = job.bodyBudget }
-        let recording = attempt.request.recordsExchange ? (Date(), attempt.request) : nil
+        let recording = attempt.request.recordsExchange ? (Date(), attempt.request, attempt.ruleSecrets) : nil
         do {
             try services.engine.start(attempt.request, id: job.transferID, onProgress: progressReporter(job)) { outcome in
-                if let (startedAt, recorded) = recording {
-                    job.record(Job.AttemptRecord(number: attempt.number, startedAt: startedAt, request: recorded, outcome: outcome))
+                if let (startedAt, recorded, secrets) = recording {
+                    job.record(Job.AttemptRecord(number: attempt.number, startedAt: startedAt, request: recorded, outcome: outcome,
+                                                 ruleSecrets: secrets))
                 }
                 endAttempt(job, attempt, prepared: prepared,
                            outcome.mapError { JobFailed(jobID: job.id, attempts: job.attempts, error: $0) })

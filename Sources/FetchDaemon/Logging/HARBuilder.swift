@@ -25,7 +25,7 @@ struct HARBuilder {
     func har(job: Job.Info, records: [Job.AttemptRecord], outcome: JobOutcome) -> JSONValue {
         var entries: [JSONValue] = []
         for record in records {
-            var redaction = Redaction(enabled: settings.redact)
+            var redaction = Redaction(enabled: settings.redact, ruleSecrets: record.ruleSecrets)
             let hops = hops(of: record)
             redaction.learn(from: record.request, hops: hops)
             for (index, hop) in hops.enumerated() {

@@ -16,9 +16,31 @@ struct Redaction: Sendable {
 
     let enabled: Bool
     private(set) var values: Set<String> = []
+    /// What an auth rule added to the request (`Attempt.ruleSecrets`), longest first:
+    /// masked even when `enabled` is false, since the client never saw them.
+    private(set) var ruleSecrets: [String]
 
-    init(enabled: Bool) {
+    init(enabled: Bool, ruleSecrets: [String] = []) {
         self.enabled = enabled
+        self.ruleSecrets = ruleSecrets.filter { !$0.isEmpty }.sorted { $0.utf8.count > $1.utf8.count }
+    }
+
+    private func maskRuleSecrets(_ value: JSONValue) -> JSONValue {
+        switch value {
+        case .object(let object): .object(JSONObject(object.members.map { ($0.key, maskRuleSecrets($0.value)) }))
+        case .array(let items): .array(items.map(maskRuleSecrets))
+        case .string(let s): .string(maskRuleSecrets(s))
+        default: value
+        }
+    }
+
+    /// With redaction off: only the rule's secrets are masked.
+    private func maskRuleSecrets(_ text: String) -> String {
+        var result = text
+        for secret in ruleSecrets where result.contains(secret) {
+            result = result.replacing(secret, with: Self.mask)
+        }
+        return result
     }
 
     /// One rule for the names of query, form, JSON and multipart fields (`URLRedaction`).
@@ -32,6 +54,7 @@ struct Redaction: Sendable {
 
     /// Learns the secret values a request carries, before anything is written.
     mutating func learn(from request: HTTPRequest, hops: [ExchangeHop]) {
+        learnRuleSigned(hops)
         guard enabled else { return }
         for header in request.headers + hops.flatMap({ $0.requestHeaders + $0.responseHeaders }) {
             learnHeader(header)
@@ -54,6 +77,22 @@ struct Redaction: Sendable {
                 if case .bytes(let bytes) = part.source { remember(String(decoding: bytes, as: UTF8.self)) }
             }
         }
+    }
+
+    /// What libcurl made from a rule's secrets as it sent them (an AWS SigV4 Authorization:
+    /// its whole value and its signature) is masked as the rule's secrets are.
+    private mutating func learnRuleSigned(_ hops: [ExchangeHop]) {
+        guard !ruleSecrets.isEmpty else { return }
+        var derived: [String] = []
+        for header in hops.flatMap(\.requestHeaders) where Self.isSecretHeader(header.name) {
+            guard ruleSecrets.contains(where: header.value.contains) else { continue }
+            derived.append(header.value)
+            for part in header.value.split(whereSeparator: { $0 == " " || $0 == "," }) where part.hasPrefix("Signature=") {
+                derived.append(String(part.dropFirst("Signature=".count)))
+            }
+        }
+        guard !derived.isEmpty else { return }
+        ruleSecrets = (ruleSecrets + derived).filter { !$0.isEmpty }.sorted { $0.utf8.count > $1.utf8.count }
     }
 
     /// The credential of an Authorization header (after its scheme word), and the values,
@@ -104,7 +143,14 @@ struct Redaction: Sendable {
     // MARK: applying
 
     func header(_ header: HTTPHeader) -> HTTPHeader {
-        guard enabled else { return header }
+        guard enabled else {
+            guard !ruleSecrets.isEmpty else { return header }
+            // A credential header the rule added is masked whole, as with redaction on.
+            if Self.isSecretHeader(header.name), ruleSecrets.contains(where: header.value.contains) {
+                return HTTPHeader(header.name, Self.mask)
+            }
+            return HTTPHeader(header.name, maskRuleSecrets(header.value))
+        }
         if Self.isSecretHeader(header.name) { return HTTPHeader(header.name, Self.mask) }
         if Self.urlHeaders.contains(header.name.lowercased()) { return HTTPHeader(header.name, url(header.value)) }
         return HTTPHeader(header.name, text(header.value))
@@ -112,25 +158,25 @@ struct Redaction: Sendable {
 
     /// A URL, absolute or relative: the URL rule, then every learned secret.
     func url(_ url: String) -> String {
-        guard enabled else { return url }
+        guard enabled else { return maskRuleSecrets(url) }
         return maskLearned(URLRedaction.redact(url))
     }
 
     func field(name: String, value: String) -> String {
-        guard enabled else { return value }
+        guard enabled else { return maskRuleSecrets(value) }
         return Self.isSecretName(name) ? Self.mask : text(value)
     }
 
     /// Free text: the URL rule for every absolute URL in it, then every learned secret
     /// value masked (longest first).
     func text(_ text: String) -> String {
-        guard enabled else { return text }
+        guard enabled else { return maskRuleSecrets(text) }
         return maskLearned(URLRedaction.redactURLs(in: text))
     }
 
     private func maskLearned(_ text: String) -> String {
-        guard !values.isEmpty else { return text }
-        var result = text
+        var result = maskRuleSecrets(text)
+        guard !values.isEmpty else { return result }
         for value in values.sorted(by: { $0.utf8.count > $1.utf8.count }) where result.contains(value) {
             result = result.replacing(value, with: Self.mask)
         }
@@ -138,7 +184,7 @@ struct Redaction: Sendable {
     }
 
     func json(_ value: JSONValue) -> JSONValue {
-        guard enabled else { return value }
+        guard enabled else { return ruleSecrets.isEmpty ? value : maskRuleSecrets(value) }
         switch value {
         case .object(let object):
             return .object(JSONObject(object.members.map { key, member in

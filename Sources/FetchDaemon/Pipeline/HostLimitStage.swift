@@ -43,7 +43,7 @@ final class HostLimitStage: Stage {
 
     /// The attempt's own URL decides its host (a resumable upload's session URL may name
     /// another host: its limits apply).
-    private static func host(_ attempt: Attempt, _ job: Job) -> HostKey {
+    static func host(_ attempt: Attempt, _ job: Job) -> HostKey {
         // Most attempts go to the request's own URL, parsed once already.
         if attempt.request.url == job.spec.request.url { return job.spec.host }
         return (try? RequestURL(attempt.request.url)).map(HostKey.init) ?? job.spec.host

@@ -4,11 +4,14 @@ import FetchEngine
 /// first; the transfer itself comes after the last). To add a concern to every request, write
 /// one file with a `Stage` and add one line to `common`.
 enum Pipeline {
-    /// Every job's stages: cookies choose the jar, the host's limits admit the attempt (and
-    /// honour Retry-After), the retry policy judges the outcome.
-    static func common(admission: HostAdmission, log: Logger) -> [any Stage] {
+    /// Every job's stages: cookies choose the jar, the host's auth rule adds its credential
+    /// (before the host's limits: a request waiting for a credential holds no host slot), the
+    /// host's limits admit the attempt (and honour Retry-After), the retry policy judges the
+    /// outcome.
+    static func common(admission: HostAdmission, credentials: CredentialStore, log: Logger) -> [any Stage] {
         [
             CookieStage(),
+            CredentialStage(store: credentials),
             HostLimitStage(admission: admission, log: log),
             RetryStage(),
         ]

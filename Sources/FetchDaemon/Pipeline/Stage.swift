@@ -38,6 +38,9 @@ final class Attempt: @unchecked Sendable {
     /// 1 for the first attempt.
     let number: Int
     var request: HTTPRequest
+    /// The secrets an auth rule added to this attempt: HTTP logs mask them whatever
+    /// `redact` says.
+    var ruleSecrets: [String] = []
 
     init(number: Int, request: HTTPRequest) {
         self.number = number

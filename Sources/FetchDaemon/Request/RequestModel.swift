@@ -44,6 +44,8 @@ struct RequestModel: Sendable {
     var jobID: String?
     var detach = false
     var comment: String?
+    /// false: no auth rule applies to this request.
+    var auth = true
 
     static let bodyFields = ["json", "form", "body", "bodyBase64", "bodyFile"]
 
@@ -118,6 +120,7 @@ struct RequestModel: Sendable {
         }
         if let detach = try params.bool("detach") { self.detach = detach }
         comment = try params.string("comment")
+        if let auth = try params.bool("auth") { self.auth = auth }
     }
 
     private static func readBody(_ params: inout ParamReader, policy: FilePolicy) throws -> Body {

@@ -457,6 +457,39 @@ static int test_peer(const char *path, const char *expect, const char *owner) {
     return failures ? 1 : 0;
 }
 
+static void test_auth(fetchd_client *c) {
+    fetchd_error err = {0};
+    const char *host = strstr(base, "://") ? strstr(base, "://") + 3 : base;
+    json_t *rule = json_pack("{s:s, s:s}", "type", "bearer", "token", "c-client-token");
+    json_t *res = NULL;
+    CHECK(fetchd_set_auth(c, host, rule, &res, &err) == FETCHD_OK, "setAuth: %s", err.message);
+    CHECK(json_is_true(json_object_get(res, "hasCredential")), "hasCredential");
+    char *text = json_dumps(res, 0);
+    CHECK(text && !strstr(text, "c-client-token"), "no secret in %s", text ? text : "(null)");
+    free(text);
+    json_decref(res);
+    json_decref(rule);
+    char *u = url("/echo");
+    fetchd_response r = {0};
+    CHECK(fetchd_fetch(c, u, &r, &err) == FETCHD_OK && r.body && strstr((char *)r.body, "Bearer c-client-token"),
+          "the rule's header: %s", r.body ? (char *)r.body : err.message);
+    fetchd_response_free(&r);
+    free(u);
+    json_t *rules = NULL;
+    CHECK(fetchd_get_auth(c, &rules, &err) == FETCHD_OK && json_array_size(rules) == 1, "getAuth");
+    json_decref(rules);
+    rule = json_pack("{s:n}", "type");
+    CHECK(fetchd_set_auth(c, host, rule, &res, &err) == FETCHD_OK && json_is_true(json_object_get(res, "removed")),
+          "removed: %s", err.message);
+    json_decref(res);
+    json_decref(rule);
+    rule = json_pack("{s:s}", "type", "bearer");
+    CHECK(fetchd_set_auth(c, host, rule, NULL, &err) == FETCHD_ERR_RPC && err.code == -32602, "no token: -32602");
+    json_decref(rule);
+    CHECK(fetchd_set_auth(c, NULL, NULL, NULL, &err) == FETCHD_ERR_INVALID_ARGUMENT, "NULL arguments");
+    fetchd_error_clear(&err);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 4 && argc <= 5 && !strcmp(argv[1], "--peer"))
         return test_peer(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
@@ -479,6 +512,7 @@ int main(int argc, char **argv) {
     test_concurrent_calls(c);
     test_timeout(c);
     test_download(c);
+    test_auth(c);
     fetchd_close(c);
 
     printf("c-client: %d checks, %d failed, %d skipped\n", checks, failures, skipped);

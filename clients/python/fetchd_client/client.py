@@ -380,6 +380,22 @@ class Client:
         pausedUntil (ISO 8601 or None) for each configured host."""
         return self._call("getRateLimits")["limits"]
 
+    def set_auth(self, host: str, type: Optional[str], **fields: Any) -> Dict[str, Any]:
+        """``setAuth``: the daemon adds this credential to every request for ``host``
+        (``"name"``, ``"name:port"`` or ``"*.domain"``). ``type`` is ``"bearer"``, ``"basic"``,
+        ``"oauth2"``, ``"helper"`` or ``"awsSigV4"``, with that type's fields as keywords in
+        snake_case (``token=``, ``token_file=``, ``client_id=``, ``secret_access_key=`` ...);
+        None removes the host's rule. Returns the rule as get_auth shows it (never the
+        secret), or ``{"host", "removed"}``. Requests opt out with ``fetch(..., auth=False)``."""
+        params: Dict[str, Any] = {"host": host, "type": type}
+        params.update({_camel(k): v for k, v in fields.items()})
+        return self._call("setAuth", params)
+
+    def get_auth(self) -> List[Dict[str, Any]]:
+        """``getAuth``: host, type, hasCredential, expiresAt (ISO 8601 or None) and lastError
+        of each rule, in the order set."""
+        return self._call("getAuth")["rules"]
+
     def get_cookies(self, url: Optional[str] = None, *, domain: Optional[str] = None,
                     cookie_jar: Optional[str] = None) -> List[Dict[str, Any]]:
         """``getCookies``: with ``url``, exactly the cookies a request there would send."""
