@@ -52,11 +52,12 @@ public final class Daemon: Sendable {
         self.httpLog = httpLog
         let tasks = WorkerThreads(name: "fetchd-tasks", count: WorkerThreads.defaultCount)
         let cork = WriteCork()
+        let stubs = StubStore(storeCookies: { [engine] cookies, jar in engine.store(cookies, inJar: jar) { _ in } })
         let jobs = JobRegistry(services: JobServices(
             engine: engine, admission: admission, httpLog: httpLog, log: log,
             answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { cork.around($0) }),
             tasks: tasks, blocking: WorkerThreads(name: "fetchd-blocking", count: 4),
-            timers: DispatchQueue(label: "fetchd.retry-waits")))
+            timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs))
         self.jobs = jobs
         let driver = JobDriver(jobs: jobs)
         let policy = FilePolicy(allowedDirectories: options.allowedDirectories)
@@ -79,6 +80,10 @@ public final class Daemon: Sendable {
             GetCookiesMethod(engine: engine),
             SetCookiesMethod(engine: engine),
             ClearCookiesMethod(engine: engine),
+            AddStubMethod(stubs: stubs, policy: policy),
+            RemoveStubsMethod(stubs: stubs),
+            GetStubsMethod(stubs: stubs),
+            SetStubModeMethod(stubs: stubs),
         ]
         let dispatcher = RPCDispatcher(methods: methods, mapError: ErrorMapping.rpcError(for:))
         let log = self.log

@@ -1,3 +1,4 @@
+import Dispatch
 import FetchEngine
 
 /// The one place that lists the stages a job's attempts pass through, in order (outermost
@@ -5,12 +6,14 @@ import FetchEngine
 /// one file with a `Stage` and add one line to `common`.
 enum Pipeline {
     /// Every job's stages: cookies choose the jar, the host's limits admit the attempt (and
-    /// honour Retry-After), the retry policy judges the outcome.
-    static func common(admission: HostAdmission, log: Logger) -> [any Stage] {
+    /// honour Retry-After), the retry policy judges the outcome, a stub may answer in the
+    /// network's place (after the limits, and judged by the retry policy).
+    static func common(admission: HostAdmission, log: Logger, stubs: StubStore, timers: DispatchQueue) -> [any Stage] {
         [
             CookieStage(),
             HostLimitStage(admission: admission, log: log),
             RetryStage(),
+            StubStage(stubs: stubs, timers: timers),
         ]
     }
 

@@ -1,0 +1,96 @@
+import Dispatch
+import FetchEngine
+import FoundationEssentials
+import JSONRPC
+
+/// Stubs (protocol.md, "Stubs"): a request that names a stub set (`stubs`, or every request
+/// of a daemon started with `--stubs` / `--offline`) is answered by the set's first matching
+/// stub instead of the network. The answer is a `Substitute`, made once every stage has
+/// prepared the attempt, so everything else still applies: the host's limits (this stage
+/// comes after HostLimitStage) and Retry-After pauses, the retry policy, a download's part
+/// file, progress and HTTP logs. A miss fails with -32001 kind `stubMiss` (one attempt), or
+/// goes to the network when the set says so. `delayMs` is a hold released by a timer: no
+/// thread waits.
+final class StubStage: Stage {
+    let stubs: StubStore
+    let timers: DispatchQueue
+
+    init(stubs: StubStore, timers: DispatchQueue) {
+        self.stubs = stubs
+        self.timers = timers
+    }
+
+    func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
+        guard let set = job.spec.model.stubs ?? stubs.implicitSet else { return .proceed }
+        switch stubs.decide(set: set, StubRequest(attempt.request)) {
+        case .network:
+            return .proceed
+        case .miss(let miss):
+            let error = TransferError(.stubMiss, miss.detail)
+            attempt.substitute = Substitute(failureData: ["nearest": miss.nearestJSON]) { _, _ in .failure(error) }
+            return .proceed
+        case .answer(var answer, _):
+            var delay = answer.delayMs
+            // A delay the request's timeout does not allow ends as a real one would.
+            if delay > 0 && delay >= attempt.request.timeoutMs {
+                delay = attempt.request.timeoutMs
+                answer = .fault(.timeout)
+            }
+            attempt.substitute = Substitute { [answer, stubs] attempt, _ in
+                let outcome = Self.outcome(answer, attempt.request)
+                // Set-Cookie reaches the jar, as a real answer's does.
+                if case .success(let response) = outcome, let jar = attempt.request.cookieJar {
+                    let cookies = StubCookies.cookies(from: response.headers, url: attempt.request.url, now: Date())
+                    if !cookies.isEmpty { stubs.storeCookies(cookies, jar) }
+                }
+                return outcome
+            }
+            return delay > 0 ? .hold(Self.delay(milliseconds: delay, on: timers)) : .proceed
+        }
+    }
+
+    /// The answer as a transfer would have produced it.
+    static func outcome(_ answer: StubAnswer, _ request: HTTPRequest) -> Result<HTTPResponse, TransferError> {
+        let stubbed: StubResponse
+        switch answer {
+        case .fault(let fault): return .failure(fault.error)
+        case .respond(let response): stubbed = response
+        }
+        let body = request.method.caseInsensitiveEquals("HEAD") ? [] : stubbed.body
+        let sent: Int64 = if case .bytes(let bytes) = request.body { Int64(bytes.count) } else { 0 }
+        var response = HTTPResponse(
+            status: stubbed.status, headers: stubbed.headers, url: request.url, body: [], redirects: 0,
+            httpVersion: "stub", timings: TransferTimings(), sentBytes: sent, receivedBytes: Int64(body.count))
+        switch request.destination {
+        case .memory:
+            guard body.count <= request.maxBodyBytes else {
+                return .failure(TransferError(.bodyTooLarge, "the body is larger than maxBodyBytes (\(request.maxBodyBytes))"))
+            }
+            response.body = body
+        case .file(let target):
+            switch KnownBody.write(body, status: stubbed.status, headers: stubbed.headers, to: target) {
+            case .success(let written):
+                response.download = written.download
+                response.body = written.errorBody
+            case .failure(let error):
+                return .failure(error)
+            }
+        }
+        return .success(response)
+    }
+
+    /// Releases the attempt after the delay; a cancel releases it at once with its error.
+    static func delay(milliseconds: Int, on queue: DispatchQueue) -> Hold {
+        let pending = Locked<(@Sendable (Result<Void, any Error>) -> Void)?>(nil)
+        return Hold(
+            start: { release in
+                pending.withLock { $0 = release }
+                queue.asyncAfter(deadline: .now() + .milliseconds(milliseconds)) {
+                    pending.withLock { r in defer { r = nil }; return r }?(.success(()))
+                }
+            },
+            cancel: { error in
+                pending.withLock { r in defer { r = nil }; return r }?(.failure(error))
+            })
+    }
+}

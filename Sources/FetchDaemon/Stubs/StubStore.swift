@@ -1,0 +1,137 @@
+import FetchEngine
+import JSONRPC
+
+/// Every stub set, in memory only: named sets of stubs, each set's mode for misses, and the
+/// last misses over all sets. Owned by the Daemon and handed to the stub stage and the stub
+/// methods; matching, hit counts and sequences happen under one lock, so two requests never
+/// take the same answer of a sequence or the last of a stub's `times`.
+final class StubStore: Sendable {
+    /// Stubs one set may hold; addStub past it is refused with -32005.
+    static let maxPerSet = 10_000
+    /// Misses kept for getStubs, over all sets.
+    static let keptMisses = 100
+
+    /// What a set does with a request none of its stubs matches.
+    enum OnMiss: String, Sendable, CaseIterable {
+        case error, network
+    }
+
+    /// The set of a request that names none: "default" for a daemon started with `--stubs`
+    /// or `--offline`; nil otherwise, and such requests skip stubs at no cost.
+    let implicitSet: String?
+    /// `--offline`: a miss is always a stubMiss, whatever the set's mode.
+    let offline: Bool
+
+    private struct StubSet {
+        /// In the order they are tried: higher priority first, then the earlier stub.
+        var stubs: [Stub] = []
+        var onMiss = OnMiss.error
+    }
+
+    private struct State {
+        var sets: [String: StubSet] = [:]
+        var nextID = 1
+        /// The newest last.
+        var misses: [StubMiss] = []
+    }
+
+    private let state = Locked(State())
+    /// Puts a stubbed answer's cookies in the request's jar (the engine's jars).
+    let storeCookies: @Sendable (_ cookies: [Cookie], _ jar: String) -> Void
+
+    init(implicitSet: String? = nil, offline: Bool = false,
+         storeCookies: @escaping @Sendable ([Cookie], String) -> Void = { _, _ in }) {
+        self.implicitSet = implicitSet ?? (offline ? "default" : nil)
+        self.offline = offline
+        self.storeCookies = storeCookies
+    }
+
+    enum Decision: Sendable {
+        /// This stub answers (its hit is counted).
+        case answer(StubAnswer, stubID: String)
+        /// Nothing matched: the request fails with stubMiss.
+        case miss(StubMiss)
+        /// Nothing matched, and the set sends misses to the network.
+        case network(StubMiss)
+    }
+
+    /// Finds the stub that answers the request, counting its hit; else records the miss.
+    func decide(set name: String, _ request: StubRequest) -> Decision {
+        state.withLock { s in
+            let stubs = s.sets[name]?.stubs ?? []
+            if let index = stubs.firstIndex(where: { !$0.exhausted && $0.match.matches(request) }) {
+                let answer = stubs[index].nextAnswer
+                s.sets[name]?.stubs[index].hits += 1
+                return .answer(answer, stubID: stubs[index].id)
+            }
+            let nearest = Stub.nearest(stubs, to: request).map { (stubID: $0.stub.id, differences: $0.differences) }
+            let miss = StubMiss(set: name, method: request.method, url: request.url, nearest: nearest)
+            s.misses.append(miss)
+            if s.misses.count > Self.keptMisses { s.misses.removeFirst(s.misses.count - Self.keptMisses) }
+            let toNetwork = !offline && s.sets[name]?.onMiss == .network
+            return toNetwork ? .network(miss) : .miss(miss)
+        }
+    }
+
+    /// The stub's new id; -32005 past `maxPerSet` (nothing added).
+    func add(_ stub: StubParams) throws -> String {
+        try addAll(set: stub.set, [stub]).first ?? ""
+    }
+
+    /// All of them (to `set`, whatever each names) or none: a set that would go past
+    /// `maxPerSet` takes none.
+    func addAll(set name: String, _ drafts: [StubParams]) throws -> [String] {
+        try state.withLock { s throws -> [String] in
+            var entry = s.sets[name] ?? StubSet()
+            guard entry.stubs.count + drafts.count <= Self.maxPerSet else {
+                throw RPCError(.overloaded, "Overloaded: a stub set holds at most \(Self.maxPerSet) stubs", data: [
+                    "limit": JSONValue(Self.maxPerSet), "set": .string(name),
+                ])
+            }
+            var ids: [String] = []
+            for draft in drafts {
+                let id = "stub-\(s.nextID)"
+                s.nextID += 1
+                let stub = Stub(id: id, set: name, match: draft.match, answers: draft.answers, priority: draft.priority, times: draft.times)
+                // After every stub of the same or a higher priority: equal priorities keep their order.
+                let at = entry.stubs.last.map { $0.priority >= draft.priority } ?? true
+                    ? entry.stubs.endIndex
+                    : entry.stubs.firstIndex { $0.priority < draft.priority } ?? entry.stubs.endIndex
+                entry.stubs.insert(stub, at: at)
+                ids.append(id)
+            }
+            s.sets[name] = entry
+            return ids
+        }
+    }
+
+    /// Removes one stub (by id, in `set` if given), a whole set's stubs, or every stub;
+    /// returns how many went.
+    func remove(set name: String?, stubID: String?) -> Int {
+        state.withLock { s in
+            var removed = 0
+            for key in Array(s.sets.keys) where name == nil || key == name {
+                let before = s.sets[key]?.stubs.count ?? 0
+                s.sets[key]?.stubs.removeAll { stubID == nil || $0.id == stubID }
+                removed += before - (s.sets[key]?.stubs.count ?? 0)
+            }
+            return removed
+        }
+    }
+
+    func setMode(_ mode: OnMiss, for name: String) {
+        state.withLock { s in
+            var entry = s.sets[name] ?? StubSet()
+            entry.onMiss = mode
+            s.sets[name] = entry
+        }
+    }
+
+    /// The stubs of one set (or of all, by set name), in the order they are tried, and the last misses (oldest first).
+    func snapshot(set name: String?) -> (stubs: [Stub], misses: [StubMiss]) {
+        state.withLock { s in
+            let names = name.map { [$0] } ?? s.sets.keys.sorted()
+            return (names.flatMap { s.sets[$0]?.stubs ?? [] }, s.misses)
+        }
+    }
+}

@@ -1,0 +1,201 @@
+import FetchEngine
+import JSONRPC
+import XCTest
+
+@testable import FetchDaemon
+
+/// The pure parts of stubs: matching, what differs from the nearest stub, sequences, times,
+/// priority, the kept misses, and addStub's checks. No I/O, no clock.
+final class StubTests: XCTestCase {
+    let anyFile = FilePolicy(allowedDirectories: [])
+
+    /// The params, in set "s" unless they name one.
+    private func params(_ json: String) throws -> StubParams {
+        var p = try StubParams(JSONCodec.decode(json), policy: anyFile)
+        if p.set == "default" { p.set = "s" }
+        return p
+    }
+
+    private func match(_ json: String) throws -> StubMatch {
+        try params(#"{"match": \#(json), "respond": {}}"#).match
+    }
+
+    private func field(of error: any Error) -> String? {
+        (error as? RPCError)?.data?["field"]?.stringValue
+    }
+
+    private let get = StubRequest(method: "GET", url: "http://api.test/v1/items?page=2&q=a%20b", headers: [HTTPHeader("X-Token", "t1")])
+
+    func testEveryMemberGivenMustHold() throws {
+        XCTAssertTrue(try match("{}").matches(get))
+        XCTAssertTrue(try match(#"{"method": "get"}"#).matches(get), "methods compare without case")
+        XCTAssertFalse(try match(#"{"method": "POST"}"#).matches(get))
+        XCTAssertTrue(try match(#"{"url": "http://api.test/v1/items"}"#).matches(get), "url without ? ignores the query")
+        XCTAssertTrue(try match(#"{"url": "http://api.test/v1/items?page=2&q=a%20b"}"#).matches(get))
+        XCTAssertFalse(try match(#"{"url": "http://api.test/v1/items?page=3"}"#).matches(get))
+        XCTAssertFalse(try match(#"{"url": "http://api.test/v1/item"}"#).matches(get))
+        XCTAssertTrue(try match(#"{"urlPrefix": "http://api.test/v1/"}"#).matches(get))
+        XCTAssertFalse(try match(#"{"urlPrefix": "http://api.test/v2/"}"#).matches(get))
+        XCTAssertTrue(try match(#"{"urlPattern": "^http://api\\.test/v[0-9]+/items(\\?|$)"}"#).matches(get))
+        XCTAssertFalse(try match(#"{"urlPattern": "^https://"}"#).matches(get))
+        XCTAssertTrue(try match(#"{"query": {"page": "2", "q": "a b"}}"#).matches(get), "query values are decoded")
+        XCTAssertFalse(try match(#"{"query": {"page": "1"}}"#).matches(get))
+        XCTAssertTrue(try match(#"{"headers": {"x-token": "t1"}}"#).matches(get), "header names compare without case")
+        XCTAssertFalse(try match(#"{"headers": {"X-Token": "T1"}}"#).matches(get), "header values are exact")
+    }
+
+    func testBodies() throws {
+        let post = StubRequest(method: "POST", url: "http://h/x", body: Array(#"{"b": [1, 2.0], "a": "x"}"#.utf8))
+        XCTAssertTrue(try match(#"{"bodyJson": {"a": "x", "b": [1.0, 2]}}"#).matches(post), "members in any order, 1 == 1.0")
+        XCTAssertFalse(try match(#"{"bodyJson": {"a": "x"}}"#).matches(post))
+        XCTAssertTrue(try match(#"{"bodyContains": "\"a\": \"x\""}"#).matches(post))
+        XCTAssertFalse(try match(#"{"bodyContains": "zzz"}"#).matches(post))
+        let file = StubRequest(method: "POST", url: "http://h/x", body: nil)
+        XCTAssertFalse(try match(#"{"bodyContains": ""}"#).matches(file), "a body not in memory never matches a body rule")
+        XCTAssertFalse(try match(#"{"bodyJson": null}"#).matches(StubRequest(method: "POST", url: "http://h/x", body: Array("nope".utf8))))
+    }
+
+    func testDifferencesNameEachMember() throws {
+        let m = try match(#"{"method": "POST", "url": "http://api.test/v2/items", "query": {"page": "2", "x": "1"}, "headers": {"X-Token": "no"}, "bodyContains": "z"}"#)
+        XCTAssertEqual(m.differences(get), ["method", "url", "query.x", "headers.X-Token", "body"])
+        XCTAssertEqual(m.differences(get, all: false), ["method"])
+    }
+
+    func testNearestIsTheStubWithFewestDifferences() throws {
+        let store = StubStore()
+        let far = try params(#"{"match": {"method": "POST", "url": "http://other/"}, "respond": {}}"#)
+        let near = try params(#"{"match": {"method": "GET", "url": "http://api.test/v1/items", "headers": {"X-Token": "t2"}}, "respond": {}}"#)
+        _ = try store.add(far)
+        let nearID = try store.add(near)
+        guard case .miss(let miss) = store.decide(set: "s", get) else { return XCTFail("expected a miss") }
+        XCTAssertEqual(miss.nearest?.stubID, nearID)
+        XCTAssertEqual(miss.nearest?.differences, ["headers.X-Token"])
+        XCTAssertEqual(miss.nearestJSON, ["stubId": .string(nearID), "differences": ["headers.X-Token"]])
+        guard case .miss(let empty) = store.decide(set: "unknown", get) else { return XCTFail("expected a miss") }
+        XCTAssertNil(empty.nearest)
+        XCTAssertEqual(empty.nearestJSON, .null)
+    }
+
+    private func status(_ decision: StubStore.Decision) -> Int? {
+        guard case .answer(.respond(let response), _) = decision else { return nil }
+        return response.status
+    }
+
+    func testSequenceAnswersInOrderAndTheLastRepeats() throws {
+        let store = StubStore()
+        let p = try params(#"{"respondSequence": [{"status": 503}, {"status": 503}, {"status": 200}]}"#)
+        _ = try store.add(p)
+        XCTAssertEqual((0..<5).map { _ in status(store.decide(set: "s", get)) }, [503, 503, 200, 200, 200])
+        XCTAssertEqual(store.snapshot(set: "s").stubs.first?.hits, 5)
+    }
+
+    func testTimesUsesAStubUpThenTheNextAnswers() throws {
+        let store = StubStore()
+        let once = try params(#"{"respond": {"status": 201}, "times": 2, "priority": 5}"#)
+        let always = try params(#"{"respond": {"status": 200}}"#)
+        _ = try store.add(always)
+        let onceID = try store.add(once)
+        XCTAssertEqual((0..<4).map { _ in status(store.decide(set: "s", get)) }, [201, 201, 200, 200],
+                       "the higher priority answers first, twice")
+        XCTAssertEqual(store.remove(set: "s", stubID: store.snapshot(set: "s").stubs.last?.id), 1)
+        guard case .miss(let miss) = store.decide(set: "s", get) else { return XCTFail("expected a miss") }
+        XCTAssertEqual(miss.nearest?.stubID, onceID)
+        XCTAssertEqual(miss.nearest?.differences, ["times"], "a used-up stub is near, differing in times")
+    }
+
+    func testEqualPrioritiesKeepTheirOrder() throws {
+        let store = StubStore()
+        for code in [201, 202] {
+            let p = try params(#"{"respond": {"status": \#(code)}}"#)
+            _ = try store.add(p)
+        }
+        XCTAssertEqual(status(store.decide(set: "s", get)), 201)
+        let low = try params(#"{"respond": {"status": 299}, "priority": -1}"#)
+        _ = try store.add(low)
+        XCTAssertEqual(store.snapshot(set: "s").stubs.map { $0.nextAnswer.status }, [201, 202, 299])
+    }
+
+    func testSetsAreSeparateAndModes() throws {
+        let store = StubStore()
+        let p = try params(#"{"respond": {}}"#)
+        var inA = p
+        inA.set = "a"
+        _ = try store.add(inA)
+        XCTAssertNotNil(status(store.decide(set: "a", get)))
+        guard case .miss = store.decide(set: "b", get) else { return XCTFail("another set's stubs never answer") }
+        store.setMode(.network, for: "b")
+        guard case .network = store.decide(set: "b", get) else { return XCTFail("onMiss network") }
+        let offline = StubStore(offline: true)
+        offline.setMode(.network, for: "b")
+        guard case .miss = offline.decide(set: "b", get) else { return XCTFail("--offline: every miss is an error") }
+        XCTAssertEqual(offline.implicitSet, "default")
+        XCTAssertNil(store.implicitSet)
+    }
+
+    func testTheLast100MissesAreKept() {
+        let store = StubStore()
+        for i in 0..<150 { _ = store.decide(set: "s", StubRequest(method: "GET", url: "http://h/\(i)")) }
+        let misses = store.snapshot(set: nil).misses
+        XCTAssertEqual(misses.count, StubStore.keptMisses)
+        XCTAssertEqual(misses.first?.url, "http://h/50")
+        XCTAssertEqual(misses.last?.url, "http://h/149")
+    }
+
+    func testASetIsBounded() throws {
+        let store = StubStore()
+        let p = try params(#"{"respond": {}}"#)
+        let drafts = Array(repeating: p, count: StubStore.maxPerSet)
+        XCTAssertEqual(try store.addAll(set: "s", drafts).count, StubStore.maxPerSet)
+        XCTAssertThrowsError(try store.add(p)) {
+            XCTAssertEqual(($0 as? RPCError)?.code, .overloaded)
+        }
+    }
+
+    func testBadStubsNameTheirField() {
+        let cases: [(String, String)] = [
+            (#"{"match": {"urlPattern": "a("}, "respond": {}}"#, "match.urlPattern"),
+            (#"{"match": {"url": "a", "urlPrefix": "b"}, "respond": {}}"#, "match.urlPrefix"),
+            (#"{"match": {"headers": {"a": 1}}, "respond": {}}"#, "match.headers.a"),
+            (#"{"match": {"nope": 1}, "respond": {}}"#, "match.nope"),
+            (#"{"respond": {"bodyFile": "/nonexistent/stub-body"}}"#, "respond.bodyFile"),
+            (#"{"respond": {"bodyBase64": "%%%"}}"#, "respond.bodyBase64"),
+            (#"{"respond": {"status": 42}}"#, "respond.status"),
+            (#"{"respond": {"headers": {"X": "a\nb"}}}"#, "respond.headers.X"),
+            (#"{"respond": {"body": "a", "json": 1}}"#, "respond.json"),
+            (#"{"respondSequence": [{}, {"delayMs": -1}]}"#, "respondSequence[1].delayMs"),
+            (#"{"respondSequence": []}"#, "respondSequence"),
+            (#"{"fault": "explode"}"#, "fault"),
+            (#"{}"#, "respond"),
+            (#"{"respond": {}, "fault": "reset"}"#, "fault"),
+            (#"{"respond": {}, "times": 0}"#, "times"),
+        ]
+        for (json, expected) in cases {
+            XCTAssertThrowsError(try params(json), json) { XCTAssertEqual(field(of: $0), expected, json) }
+        }
+    }
+
+    func testAnswersAreMadeAsATransferWouldMakeThem() throws {
+        let p = try params(#"{"respond": {"status": 201, "json": {"ok": true}, "headers": {"X-A": "1"}}}"#)
+        guard case .success(let response) = StubStage.outcome(p.answers[0], HTTPRequest(url: "http://h/x")) else { return XCTFail() }
+        XCTAssertEqual(response.status, 201)
+        XCTAssertEqual(String(decoding: response.body, as: UTF8.self), #"{"ok":true}"#)
+        XCTAssertEqual(response.headers, [HTTPHeader("X-A", "1"), HTTPHeader("Content-Type", "application/json")])
+        XCTAssertEqual(response.url, "http://h/x")
+        var small = HTTPRequest(url: "http://h/x")
+        small.maxBodyBytes = 3
+        guard case .failure(let error) = StubStage.outcome(p.answers[0], small) else { return XCTFail() }
+        XCTAssertEqual(error.kind, .bodyTooLarge)
+        for (fault, kind) in [("reset", TransferError.Kind.reset), ("timeout", .timeout), ("refused", .connect)] {
+            let f = try params(#"{"fault": "\#(fault)"}"#)
+            guard case .failure(let error) = StubStage.outcome(f.answers[0], small) else { return XCTFail(fault) }
+            XCTAssertEqual(error.kind, kind, fault)
+        }
+    }
+}
+
+extension StubAnswer {
+    var status: Int? {
+        if case .respond(let response) = self { return response.status }
+        return nil
+    }
+}

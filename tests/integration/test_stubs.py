@@ -1,0 +1,255 @@
+"""Stubs (issue 17): canned answers from named stub sets, in place of the network, that still
+pass through the host's limits, retries, a download's part file and progress. Every URL a stub
+answers is one of the test server's recording routes (/record/<key>, /flaky/<key>): its
+/hits/<key> proves that a stubbed or missed request never reached it."""
+import base64
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+import unittest
+
+from harness import DaemonTestCase, RPCError
+from jobhelpers import collect, hits, key, send_request
+
+
+class StubCase(DaemonTestCase):
+    def setUp(self):
+        super().setUp()
+        self.set = key("set")
+
+    def tearDown(self):
+        try:
+            self.c.call("removeStubs", {"set": self.set})
+        finally:
+            super().tearDown()
+
+    def url(self, name, route="record"):
+        return f"{self.srv.test_url}/{route}/{name}"
+
+    def add(self, **params):
+        params.setdefault("set", self.set)
+        return self.c.call("addStub", params)["stubId"]
+
+    def error(self, method, params, timeout=30):
+        try:
+            r = self.c.call(method, params, timeout=timeout)
+        except RPCError as e:
+            return e
+        self.fail(f"{method} succeeded, expected an error: {json.dumps(r)[:400]}")
+
+    def server_count(self, name):
+        return hits(name)["count"]
+
+
+class TestAnswers(StubCase):
+    def test_stub_answers_and_never_reaches_the_server(self):
+        name = key("answered")
+        sid = self.add(match={"method": "GET", "url": self.url(name)},
+                       respond={"status": 201, "json": {"ok": True}, "headers": {"X-Stub": "yes"}})
+        r = self.c.call("fetch", {"url": self.url(name), "stubs": self.set})
+        self.assertEqual(r["status"], 201, r)
+        self.assertEqual(json.loads(r["body"]), {"ok": True}, r)
+        self.assertEqual(r["headers"].get("x-stub"), "yes", r)
+        self.assertEqual(r["headers"].get("content-type"), "application/json", r)
+        self.assertEqual(r["attempts"], 1, r)
+        self.assertEqual(self.server_count(name), 0, "a stubbed request reached the test server")
+        got = self.c.call("getStubs", {"set": self.set})
+        self.assertEqual([(s["stubId"], s["hits"], s["set"]) for s in got["stubs"]], [(sid, 1, self.set)], got)
+        self.assertEqual(got["stubs"][0]["match"], {"method": "GET", "url": self.url(name)}, got)
+
+    def test_a_request_without_stubs_goes_to_the_network(self):
+        name = key("unstubbed")
+        self.add(match={"url": self.url(name)}, respond={"status": 418})
+        r = self.c.call("fetch", {"url": self.url(name)})
+        self.assertEqual(r["status"], 200, "a request naming no set must not be stubbed")
+        self.assertEqual(self.server_count(name), 1)
+
+    def test_matching_members(self):
+        name = key("members")
+        self.add(match={"method": "POST", "urlPattern": f"/record/{name}\\?page=[0-9]+$", "query": {"page": "7"},
+                        "headers": {"X-Token": "t1"}, "bodyJson": {"a": [1, 2]}}, respond={"status": 202, "body": "json"})
+        self.add(match={"urlPrefix": self.url(name), "bodyContains": "needle"}, respond={"status": 203, "body": "text"})
+        base = {"url": self.url(name), "query": {"page": 7}, "stubs": self.set, "headers": {"X-Token": "t1"}}
+        self.assertEqual(self.c.call("fetch", {**base, "json": {"a": [1, 2.0]}})["status"], 202)
+        self.assertEqual(self.c.call("fetch", {**base, "body": "a needle here"})["status"], 203)
+        self.assertEqual(self.server_count(name), 0)
+
+    def test_priority_times_and_remove(self):
+        name = key("prio")
+        low = self.add(match={"url": self.url(name)}, respond={"status": 200, "body": "low"})
+        self.add(match={"url": self.url(name)}, respond={"status": 200, "body": "high"}, priority=10, times=1)
+        bodies = [self.c.call("fetch", {"url": self.url(name), "stubs": self.set})["body"] for _ in range(3)]
+        self.assertEqual(bodies, ["high", "low", "low"])
+        self.assertEqual(self.c.call("removeStubs", {"set": self.set, "stubId": low}), {"removed": 1})
+        e = self.error("fetch", {"url": self.url(name), "stubs": self.set})
+        self.assertEqual(e.data["kind"], "stubMiss", e.data)
+        self.assertEqual(e.data["nearest"]["differences"], ["times"], e.data)
+
+    def test_set_cookie_from_a_stub_reaches_the_jar(self):
+        name, jar = key("cookie"), key("jar")
+        self.add(match={"url": self.url(name)}, respond={"headers": {"Set-Cookie": ["sid=abc; Path=/", "lang=en"]}})
+        self.c.call("fetch", {"url": self.url(name), "stubs": self.set, "cookieJar": jar})
+        names = sorted(c["name"] for c in self.c.call("getCookies", {"cookieJar": jar})["cookies"])
+        self.assertEqual(names, ["lang", "sid"])
+        r = self.c.call("fetch", {"url": f"{self.srv.test_url}/cookies", "cookieJar": jar})
+        self.assertIn("sid=abc", json.loads(r["body"])["cookie"] or "", r)
+
+    def test_download_from_a_stub_lands_with_its_sha256(self):
+        name = key("dl")
+        payload = os.urandom(300_000)
+        self.add(match={"url": self.url(name)}, respond={"bodyBase64": base64.b64encode(payload).decode(),
+                                                         "headers": {"ETag": '"v1"'}})
+        d = tempfile.mkdtemp(prefix="fetchd-stub-")
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "out.bin")
+        rid = send_request(self.c, "download", {"url": self.url(name), "path": path, "stubs": self.set, "progress": True})
+        got = collect(self.c, rid, timeout=30)
+        r = got.answer.get("result")
+        self.assertIsNotNone(r, got.answer)
+        self.assertEqual((r["status"], r["bytes"], r["sha256"]), (200, len(payload), hashlib.sha256(payload).hexdigest()), r)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), payload)
+        self.assertFalse(os.path.exists(path + ".part"))
+        progress = [p for _, p in got.of("progress")]
+        self.assertTrue(progress and progress[-1]["receivedBytes"] == len(payload), progress)
+        # Not 2xx: nothing lands, the body is in the answer.
+        self.add(match={"url": self.url(name + "-404")}, respond={"status": 404, "body": "gone"})
+        r = self.c.call("download", {"url": self.url(name + "-404"), "path": path + "2", "stubs": self.set})
+        self.assertEqual((r["status"], r["body"], r["sha256"]), (404, "gone", None), r)
+        self.assertFalse(os.path.exists(path + "2"))
+        self.assertEqual(self.server_count(name), 0)
+
+    def test_delay_blocks_no_thread(self):
+        name = key("delay")
+        self.add(match={"url": self.url(name)}, respond={"body": "late", "delayMs": 400})
+        t0 = time.monotonic()
+        rids = [send_request(self.c, "fetch", {"url": self.url(name), "stubs": self.set}) for _ in range(8)]
+        with self.daemon.client() as other:
+            p0 = time.monotonic()
+            self.assertEqual(other.call("ping"), "pong")
+            self.assertLess(time.monotonic() - p0, 0.2, "a ping waited for stub delays")
+        answers = [collect(self.c, rid, timeout=10).answer for rid in rids]
+        elapsed = time.monotonic() - t0
+        self.assertTrue(all(a["result"]["body"] == "late" for a in answers), answers)
+        self.assertGreaterEqual(elapsed, 0.38)
+        self.assertLess(elapsed, 2.0, "eight delays of 400 ms should overlap")
+
+    def test_delay_past_the_timeout_times_out(self):
+        name = key("slow")
+        self.add(match={"url": self.url(name)}, respond={"body": "late", "delayMs": 5000})
+        t0 = time.monotonic()
+        e = self.error("fetch", {"url": self.url(name), "stubs": self.set, "timeout": 0.3, "retry": False})
+        self.assertEqual((e.code, e.data["kind"]), (-32001, "timeout"), e.data)
+        self.assertLess(time.monotonic() - t0, 2.0)
+
+
+class TestMisses(StubCase):
+    def test_miss_fails_with_the_nearest_stub_and_never_reaches_the_server(self):
+        name = key("miss")
+        sid = self.add(match={"url": self.url(name), "headers": {"X-Token": "t1"}}, respond={})
+        self.add(match={"method": "POST", "url": self.url(name + "-other")}, respond={})
+        e = self.error("fetch", {"url": self.url(name), "stubs": self.set})
+        self.assertEqual(e.code, -32001, e.data)
+        self.assertEqual((e.data["kind"], e.data["attempts"]), ("stubMiss", 1), e.data)
+        self.assertEqual(e.data["nearest"], {"stubId": sid, "differences": ["headers.X-Token"]}, e.data)
+        self.assertEqual(self.server_count(name), 0, "a missed request reached the test server")
+        misses = self.c.call("getStubs", {"set": self.set})["misses"]
+        self.assertEqual(misses, [{"set": self.set, "method": "GET", "url": self.url(name),
+                                   "nearest": {"stubId": sid, "differences": ["headers.X-Token"]}}])
+
+    def test_an_empty_set_misses_with_no_nearest(self):
+        name = key("empty")
+        e = self.error("fetch", {"url": self.url(name), "stubs": self.set})
+        self.assertEqual(e.data["kind"], "stubMiss")
+        self.assertIsNone(e.data["nearest"])
+        self.assertEqual(self.server_count(name), 0)
+
+    def test_on_miss_network(self):
+        name = key("net")
+        self.assertEqual(self.c.call("setStubMode", {"set": self.set, "onMiss": "network"}),
+                         {"set": self.set, "onMiss": "network"})
+        r = self.c.call("fetch", {"url": self.url(name), "stubs": self.set})
+        self.assertEqual(r["status"], 200)
+        self.assertEqual(self.server_count(name), 1)
+        self.c.call("setStubMode", {"set": self.set, "onMiss": "error"})
+        self.assertEqual(self.error("fetch", {"url": self.url(name), "stubs": self.set}).data["kind"], "stubMiss")
+        self.assertEqual(self.server_count(name), 1)
+
+
+class TestFaultsAndRetries(StubCase):
+    def test_faults_fail_as_real_failures_do(self):
+        for fault, kind in (("reset", "reset"), ("timeout", "timeout"), ("refused", "connect")):
+            with self.subTest(fault=fault):
+                name = key(fault)
+                self.add(match={"url": self.url(name)}, fault=fault)
+                e = self.error("fetch", {"url": self.url(name), "stubs": self.set, "retry": False})
+                self.assertEqual((e.code, e.data["kind"], e.data["attempts"]), (-32001, kind, 1), e.data)
+                self.assertEqual(self.server_count(name), 0)
+
+    def test_a_fault_is_retried_as_a_real_one(self):
+        name = key("reset-then-ok")
+        self.add(match={"url": self.url(name)}, fault="reset", times=1, priority=1)
+        self.add(match={"url": self.url(name)}, respond={"body": "ok"})
+        r = self.c.call("fetch", {"url": self.url(name), "stubs": self.set, "retry": {"maxInterval": 0.05}})
+        self.assertEqual((r["status"], r["body"], r["attempts"]), (200, "ok", 2), r)
+
+    def test_sequence_503_503_200_is_retried_by_the_client_policy(self):
+        name = key("seq")
+        self.add(match={"url": self.url(name, "flaky")}, respondSequence=[{"status": 503}, {"status": 503}, {"status": 200, "body": "third"}])
+        rid = send_request(self.c, "fetch", {"url": self.url(name, "flaky"), "stubs": self.set, "progress": True,
+                                              "retry": {"maxInterval": 0.05}})
+        got = collect(self.c, rid, timeout=20)
+        r = got.answer["result"]
+        self.assertEqual((r["status"], r["body"], r["attempts"]), (200, "third", 3), r)
+        retrying = [p for _, p in got.of("retrying")]
+        self.assertEqual([(p["attempt"], p["reason"]) for p in retrying], [(2, "status 503"), (3, "status 503")], retrying)
+        self.assertEqual(self.server_count(name), 0)
+
+    def test_retry_after_in_a_stubbed_429_pauses_the_host_for_everyone(self):
+        name, other = key("ra"), key("ra-other")
+        self.add(match={"url": self.url(name)}, respond={"status": 429, "headers": {"Retry-After": "1"}})
+        r = self.c.call("fetch", {"url": self.url(name), "stubs": self.set, "retry": False})
+        t_answer = time.monotonic()
+        self.assertEqual(r["status"], 429, r)
+        with self.daemon.client() as c2:
+            limits = c2.call("getRateLimits")
+            host = next(h for h in limits["hosts"] if h["host"] == f"http://127.0.0.1:{self.srv.test_port}")
+            self.assertIsInstance(host["pausedUntil"], str, limits)
+            self.assertEqual(c2.call("fetch", {"url": self.url(other)})["status"], 200)
+        waited = hits(other)["times"][0] - t_answer
+        self.assertGreaterEqual(waited, 0.8, f"a real request reached the server {waited:.3f}s after the stubbed Retry-After: 1")
+        self.assertLess(waited, 3.0)
+
+
+class TestBadStubs(StubCase):
+    def test_bad_stubs_name_their_field(self):
+        for params, field in (({"match": {"urlPattern": "a("}, "respond": {}}, "match.urlPattern"),
+                              ({"respond": {"bodyFile": "/nonexistent/fetchd-stub-body"}}, "respond.bodyFile"),
+                              ({"fault": "explode"}, "fault"),
+                              ({"match": {"url": "a", "urlPattern": "b"}, "respond": {}}, "match.urlPattern"),
+                              ({"respondSequence": []}, "respondSequence")):
+            with self.subTest(field=field):
+                e = self.error("addStub", params)
+                self.assertEqual((e.code, e.data.get("field")), (-32602, field), e.data)
+        self.assertEqual(self.c.call("getStubs", {"set": "default"})["stubs"], [], "a refused stub was added")
+        e = self.error("setStubMode", {"set": self.set, "onMiss": "sometimes"})
+        self.assertEqual((e.code, e.data.get("field")), (-32602, "onMiss"))
+        e = self.error("fetch", {"url": self.url("x"), "stubs": ""})
+        self.assertEqual((e.code, e.data.get("field")), (-32602, "stubs"))
+
+    def test_body_file(self):
+        d = tempfile.mkdtemp(prefix="fetchd-stub-")
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "body.txt")
+        with open(path, "w") as f:
+            f.write("from a file")
+        name = key("file")
+        self.add(match={"url": self.url(name)}, respond={"bodyFile": path})
+        self.assertEqual(self.c.call("fetch", {"url": self.url(name), "stubs": self.set})["body"], "from a file")
+
+
+if __name__ == "__main__":
+    unittest.main()
