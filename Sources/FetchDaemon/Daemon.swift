@@ -52,7 +52,19 @@ public final class Daemon: Sendable {
         self.httpLog = httpLog
         let tasks = WorkerThreads(name: "fetchd-tasks", count: WorkerThreads.defaultCount)
         let cork = WriteCork()
-        let stubs = StubStore(storeCookies: { [engine] cookies, jar in engine.store(cookies, inJar: jar) { _ in } })
+        let policy = FilePolicy(allowedDirectories: options.allowedDirectories)
+        let stubs = StubStore(implicitSet: options.stubsFile == nil ? nil : "default", offline: options.offline,
+                              storeCookies: { [engine] cookies, jar in engine.store(cookies, inJar: jar) { _ in } })
+        if let file = options.stubsFile {
+            do {
+                let loaded = try stubs.load(startupFile: file, policy: policy)
+                log.info("--stubs \(file): \(loaded) stub(s)")
+            } catch {
+                let refused = ErrorMapping.rpcError(for: error)
+                let field = refused.data?["field"]?.stringValue.map { "\($0): " } ?? ""
+                throw StartupError("--stubs \(file): \(field)\(refused.data?["detail"]?.stringValue ?? refused.message)")
+            }
+        }
         let jobs = JobRegistry(services: JobServices(
             engine: engine, admission: admission, httpLog: httpLog, log: log,
             answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { cork.around($0) }),
@@ -60,7 +72,6 @@ public final class Daemon: Sendable {
             timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs))
         self.jobs = jobs
         let driver = JobDriver(jobs: jobs)
-        let policy = FilePolicy(allowedDirectories: options.allowedDirectories)
         let startedAt = ContinuousClock.now
 
         // The server exists only after the methods, but getStatus asks it for a count.
@@ -84,6 +95,7 @@ public final class Daemon: Sendable {
             RemoveStubsMethod(stubs: stubs),
             GetStubsMethod(stubs: stubs),
             SetStubModeMethod(stubs: stubs),
+            LoadStubsMethod(stubs: stubs, policy: policy),
         ]
         let dispatcher = RPCDispatcher(methods: methods, mapError: ErrorMapping.rpcError(for:))
         let log = self.log

@@ -30,7 +30,7 @@ final class StubTests: XCTestCase {
         XCTAssertTrue(try match("{}").matches(get))
         XCTAssertTrue(try match(#"{"method": "get"}"#).matches(get), "methods compare without case")
         XCTAssertFalse(try match(#"{"method": "POST"}"#).matches(get))
-        XCTAssertTrue(try match(#"{"url": "http://api.test/v1/items"}"#).matches(get), "url without ? ignores the query")
+        XCTAssertFalse(try match(#"{"url": "http://api.test/v1/items"}"#).matches(get), "url is exact, query included")
         XCTAssertTrue(try match(#"{"url": "http://api.test/v1/items?page=2&q=a%20b"}"#).matches(get))
         XCTAssertFalse(try match(#"{"url": "http://api.test/v1/items?page=3"}"#).matches(get))
         XCTAssertFalse(try match(#"{"url": "http://api.test/v1/item"}"#).matches(get))
@@ -64,7 +64,7 @@ final class StubTests: XCTestCase {
     func testNearestIsTheStubWithFewestDifferences() throws {
         let store = StubStore()
         let far = try params(#"{"match": {"method": "POST", "url": "http://other/"}, "respond": {}}"#)
-        let near = try params(#"{"match": {"method": "GET", "url": "http://api.test/v1/items", "headers": {"X-Token": "t2"}}, "respond": {}}"#)
+        let near = try params(#"{"match": {"method": "GET", "urlPrefix": "http://api.test/v1/items", "headers": {"X-Token": "t2"}}, "respond": {}}"#)
         _ = try store.add(far)
         let nearID = try store.add(near)
         guard case .miss(let miss) = store.decide(set: "s", get) else { return XCTFail("expected a miss") }

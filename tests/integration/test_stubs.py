@@ -11,7 +11,10 @@ import tempfile
 import time
 import unittest
 
-from harness import DaemonTestCase, RPCError
+import glob
+import subprocess
+
+from harness import FETCHD_BIN, DaemonTestCase, RPCError, wait_for
 from jobhelpers import collect, hits, key, send_request
 
 
@@ -249,6 +252,139 @@ class TestBadStubs(StubCase):
         name = key("file")
         self.add(match={"url": self.url(name)}, respond={"bodyFile": path})
         self.assertEqual(self.c.call("fetch", {"url": self.url(name), "stubs": self.set})["body"], "from a file")
+
+
+def har_entry(method, url, status, text="", headers=(), post=None):
+    request = {"method": method, "url": url, "httpVersion": "HTTP/1.1", "headers": [], "queryString": [],
+               "cookies": [], "headersSize": -1, "bodySize": 0}
+    if post is not None:
+        request["postData"] = {"mimeType": "text/plain", "text": post}
+    return {"startedDateTime": "2026-12-01T10:00:00.000Z", "time": 1, "request": request,
+            "response": {"status": status, "statusText": "", "httpVersion": "HTTP/1.1", "cookies": [],
+                         "headers": [{"name": n, "value": v} for n, v in headers],
+                         "content": {"size": len(text), "mimeType": "text/plain", "text": text},
+                         "redirectURL": "", "headersSize": -1, "bodySize": len(text)},
+            "cache": {}, "timings": {"send": 0, "wait": 0, "receive": 0}}
+
+
+def har(*entries):
+    return {"log": {"version": "1.2", "creator": {"name": "test", "version": "1"}, "entries": list(entries)}}
+
+
+class TestLoadStubs(StubCase):
+    def setUp(self):
+        super().setUp()
+        self.tmp = tempfile.mkdtemp(prefix="fetchd-har-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def write(self, doc, name="in.har"):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(doc if isinstance(doc, str) else json.dumps(doc))
+        return path
+
+    def test_identical_requests_are_answered_in_the_files_order(self):
+        name = key("har")
+        url = self.url(name)
+        path = self.write(har(har_entry("GET", url, 503, "busy", [("Retry-After", "0"), ("Content-Length", "4")]),
+                              har_entry("GET", url, 200, "first"),
+                              har_entry("GET", url + "?x=1", 200, "other"),
+                              har_entry("GET", url, 200, "second"),
+                              har_entry("POST", url, 201, "posted", post="a=1"),
+                              har_entry("GET", url + "-failed", 0)))
+        self.assertEqual(self.c.call("loadStubs", {"set": self.set, "har": path}), {"loaded": 3})
+        get = lambda u: self.c.call("fetch", {"url": u, "stubs": self.set, "retry": False})
+        first = get(url)
+        self.assertEqual((first["status"], first["body"], first["headers"].get("retry-after")), (503, "busy", "0"), first)
+        self.assertNotIn("content-length", first["headers"], "a recorded Content-Length is not replayed")
+        self.assertEqual([get(url)["body"] for _ in range(3)], ["first", "second", "second"])
+        self.assertEqual(get(url + "?x=1")["body"], "other")
+        r = self.c.call("fetch", {"url": url, "method": "POST", "body": "a=1", "stubs": self.set})
+        self.assertEqual((r["status"], r["body"]), (201, "posted"))
+        self.assertEqual(self.server_count(name), 0)
+
+    def test_a_file_that_is_not_har_is_refused_whole(self):
+        for doc, needle in (("{not json", "not JSON"), ({"log": {}}, "log.entries"),
+                            (har(har_entry("GET", "http://h/a", 200), {"request": {"method": "GET"}}), "log.entries[1]")):
+            with self.subTest(needle=needle):
+                e = self.error("loadStubs", {"set": self.set, "har": self.write(doc)})
+                self.assertEqual((e.code, e.data.get("field")), (-32602, "har"), e.data)
+                self.assertIn(needle, e.data["detail"])
+        self.assertEqual(self.c.call("getStubs", {"set": self.set})["stubs"], [], "a refused file was half-loaded")
+        e = self.error("loadStubs", {"set": self.set, "har": os.path.join(self.tmp, "missing.har")})
+        self.assertEqual(e.code, -32003, e.data)
+
+    def test_a_har_log_of_fetchd_replays_without_the_server(self):
+        name = key("replay")
+        logs = os.path.join(self.tmp, "logs")
+        self.c.call("setLogging", {"enabled": True, "directory": logs})
+        try:
+            real = self.c.call("fetch", {"url": self.url(name), "jobId": name})
+            wait_for(lambda: glob.glob(os.path.join(logs, f"*-{name}.har")), timeout=10)
+            # A stubbed answer is logged too, with its status.
+            self.add(match={"url": self.url(name + "-stubbed")}, respond={"status": 207, "body": "s"})
+            self.c.call("fetch", {"url": self.url(name + "-stubbed"), "stubs": self.set, "jobId": name + "-stubbed"})
+            wait_for(lambda: glob.glob(os.path.join(logs, f"*-{name}-stubbed.har")), timeout=10)
+        finally:
+            self.c.call("setLogging", {"enabled": False})
+        with open(glob.glob(os.path.join(logs, f"*-{name}-stubbed.har"))[0]) as f:
+            entry = json.load(f)["log"]["entries"][0]
+        self.assertEqual(entry["response"]["status"], 207, entry)
+        self.assertEqual(self.server_count(name), 1)
+        other = key("replayset")
+        loaded = self.c.call("loadStubs", {"set": other, "har": glob.glob(os.path.join(logs, f"*-{name}.har"))[0]})
+        self.assertEqual(loaded, {"loaded": 1})
+        again = self.c.call("fetch", {"url": self.url(name), "stubs": other})
+        self.assertEqual((again["status"], again["body"]), (real["status"], real["body"]))
+        self.assertEqual(self.server_count(name), 1, "the replayed request reached the server")
+        self.c.call("removeStubs", {"set": other})
+
+
+class TestOfflineDaemon(StubCase):
+    """fetchd --stubs FILE --offline: every request is answered from FILE, or fails with stubMiss."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="fetchd-offline-")
+        cls.name = key("offline")
+        from harness import servers
+        cls.stub_url = f"{servers().test_url}/record/{cls.name}"
+        path = os.path.join(cls.tmp, "stubs.json")
+        with open(path, "w") as f:
+            json.dump([{"match": {"url": cls.stub_url}, "respond": {"status": 200, "body": "offline answer"}},
+                       {"set": "named", "match": {"urlPrefix": "http://"}, "respond": {"status": 299}}], f)
+        cls.DAEMON_ARGS = ("--stubs", path, "--offline")
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        shutil.rmtree(cls.tmp, True)
+
+    def test_every_request_is_answered_from_the_file(self):
+        r = self.c.call("fetch", {"url": self.stub_url})
+        self.assertEqual((r["status"], r["body"]), (200, "offline answer"))
+        self.assertEqual(self.c.call("fetch", {"url": self.url("x"), "stubs": "named"})["status"], 299)
+        self.assertEqual(self.server_count(self.name), 0)
+
+    def test_offline_never_uses_the_network(self):
+        name = key("offline-miss")
+        self.c.call("setStubMode", {"set": "default", "onMiss": "network"})
+        e = self.error("fetch", {"url": self.url(name)})
+        self.assertEqual(e.data["kind"], "stubMiss", e.data)
+        self.assertEqual(self.server_count(name), 0)
+
+    def test_a_bad_stubs_file_stops_the_start(self):
+        for doc, needle in (([{"match": {"urlPattern": "("}, "respond": {}}], "[0].match.urlPattern"), ({"log": 1}, "log.entries")):
+            with self.subTest(needle=needle):
+                path = os.path.join(self.tmp, "bad.json")
+                with open(path, "w") as f:
+                    json.dump(doc, f)
+                sock = os.path.join(self.tmp, "bad.sock")
+                r = subprocess.run([FETCHD_BIN, "--socket", sock, "--stubs", path], capture_output=True, timeout=20,
+                                   stdin=subprocess.DEVNULL)
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn(needle, r.stderr.decode(errors="replace"))
 
 
 if __name__ == "__main__":

@@ -61,6 +61,15 @@ final class StubStage: Stage {
         var response = HTTPResponse(
             status: stubbed.status, headers: stubbed.headers, url: request.url, body: [], redirects: 0,
             httpVersion: "stub", timings: TransferTimings(), sentBytes: sent, receivedBytes: Int64(body.count))
+        if request.recordsExchange {
+            // What HTTP logs show: the request as it would have gone, and the stub's answer.
+            var hop = ExchangeHop(url: request.url, method: request.method)
+            hop.requestHeaders = request.headers
+            hop.httpVersion = "stub"
+            hop.status = stubbed.status
+            hop.responseHeaders = stubbed.headers
+            response.exchange = [hop]
+        }
         switch request.destination {
         case .memory:
             guard body.count <= request.maxBodyBytes else {

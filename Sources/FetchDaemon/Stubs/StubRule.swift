@@ -28,11 +28,6 @@ struct StubRequest: Sendable {
         self.init(method: request.method, url: request.url, headers: request.headers, body: body)
     }
 
-    /// The URL up to its query (and fragment).
-    var urlWithoutQuery: Substring {
-        url[..<(url.firstIndex { $0 == "?" || $0 == "#" } ?? url.endIndex)]
-    }
-
     /// The query's parameters, percent-decoded ('+' is a space, as in forms).
     var query: [(name: String, value: String)] {
         guard let mark = url.firstIndex(of: "?") else { return [] }
@@ -54,7 +49,7 @@ struct StubRequest: Sendable {
 /// A stub's `match`: every member given must hold. Pure: `differences` names what does not.
 struct StubMatch: Sendable {
     enum URLRule: Sendable {
-        /// Compared with the URL as sent; without a '?' of its own, with the URL up to its query.
+        /// The URL as sent, query included (use urlPrefix with `query` to match some parameters).
         case exact(String)
         case prefix(String)
         case pattern(URLPattern)
@@ -99,7 +94,7 @@ struct StubMatch: Sendable {
 
     private static func holds(_ rule: URLRule, _ request: StubRequest) -> Bool {
         switch rule {
-        case .exact(let url): url.contains("?") ? url == request.url : url[...] == request.urlWithoutQuery
+        case .exact(let url): url == request.url
         case .prefix(let prefix): request.url.hasPrefix(prefix)
         case .pattern(let pattern): pattern.matches(request.url)
         }

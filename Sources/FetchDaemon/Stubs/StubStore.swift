@@ -1,4 +1,5 @@
 import FetchEngine
+import FoundationEssentials
 import JSONRPC
 
 /// Every stub set, in memory only: named sets of stubs, each set's mode for misses, and the
@@ -132,6 +133,42 @@ final class StubStore: Sendable {
         state.withLock { s in
             let names = name.map { [$0] } ?? s.sets.keys.sorted()
             return (names.flatMap { s.sets[$0]?.stubs ?? [] }, s.misses)
+        }
+    }
+
+    /// A HAR file's entries as stubs of `set` (HARStubs): all or none. A file that cannot be
+    /// read is a file error (-32003); one that is not HAR, -32602 naming `har`.
+    func load(harFile path: String, set name: String) throws -> Int {
+        let document = try Self.readJSON(path, field: "har")
+        do {
+            return try addAll(set: name, try HARStubs.stubs(from: document, set: name)).count
+        } catch let invalid as HARStubs.Invalid {
+            throw RPCError.invalidParams(field: "har", "\(path): \(invalid.reason)")
+        }
+    }
+
+    /// `--stubs FILE`: a HAR file, or a JSON array of addStub params (each in the set it
+    /// names, "default" if none); all or none. Errors name the entry.
+    func load(startupFile path: String, policy: FilePolicy) throws -> Int {
+        let document = try Self.readJSON(path, field: "--stubs")
+        guard case .array(let entries) = document else { return try load(harFile: path, set: "default") }
+        let drafts = try entries.enumerated().map { index, entry in try StubParams(entry, policy: policy, path: "[\(index)]") }
+        var added = 0
+        for set in Set(drafts.map(\.set)).sorted() { added += try addAll(set: set, drafts.filter { $0.set == set }).count }
+        return added
+    }
+
+    private static func readJSON(_ path: String, field: String) throws -> JSONValue {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw TransferFileError(path: path, detail: "cannot be read as UTF-8 text")
+        }
+        do {
+            return try JSONCodec.decode(text)
+        } catch {
+            throw RPCError.invalidParams(field: field, "\(path) is not JSON: \(error)")
         }
     }
 }
