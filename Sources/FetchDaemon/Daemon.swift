@@ -96,6 +96,7 @@ public final class Daemon: Sendable {
             GetStubsMethod(stubs: stubs),
             SetStubModeMethod(stubs: stubs),
             LoadStubsMethod(stubs: stubs, policy: policy),
+            RecordStubsMethod(stubs: stubs, policy: policy, log: log),
         ]
         let dispatcher = RPCDispatcher(methods: methods, mapError: ErrorMapping.rpcError(for:))
         let log = self.log

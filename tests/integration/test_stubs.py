@@ -340,6 +340,57 @@ class TestLoadStubs(StubCase):
         self.c.call("removeStubs", {"set": other})
 
 
+class TestRecordStubs(StubCase):
+    def setUp(self):
+        super().setUp()
+        self.tmp = tempfile.mkdtemp(prefix="fetchd-rec-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def entries(self, path, count):
+        def read():
+            try:
+                with open(path) as f:
+                    e = json.load(f)["log"]["entries"]
+                return e if len(e) >= count else None
+            except (OSError, ValueError):
+                return None
+        wait_for(read, timeout=10, message=f"{path} never held {count} entries")
+        return read()
+
+    def test_misses_are_recorded_to_the_set_and_the_har_file(self):
+        name, flaky = key("rec"), key("rec-flaky")
+        path = os.path.join(self.tmp, "rec.har")
+        self.assertEqual(self.c.call("recordStubs", {"set": self.set, "har": path}), {"set": self.set, "har": path})
+        first = self.c.call("fetch", {"url": self.url(name), "stubs": self.set, "headers": {"Authorization": "Bearer s3cret"}})
+        self.assertNotEqual(first["httpVersion"], "stub", first)
+        again = self.c.call("fetch", {"url": self.url(name), "stubs": self.set})
+        self.assertEqual((again["httpVersion"], again["status"], again["body"]), ("stub", first["status"], first["body"]))
+        self.assertEqual(self.server_count(name), 1, "the recorded answer was not replayed")
+        # A retried request is recorded attempt by attempt, and replays the same way.
+        url = f"{self.url(flaky, 'flaky')}?fail=1&status=503&retry-after=0"
+        r = self.c.call("fetch", {"url": url, "stubs": self.set})
+        self.assertEqual((r["status"], r["attempts"]), (200, 2), r)
+        r = self.c.call("fetch", {"url": url, "stubs": self.set})
+        self.assertEqual((r["status"], r["attempts"], r["httpVersion"]), (200, 2, "stub"), r)
+        self.assertEqual(self.server_count(flaky), 2)
+        entries = self.entries(path, 3)
+        self.assertEqual([e["response"]["status"] for e in entries], [200, 503, 200])
+        auth = [h["value"] for h in entries[0]["request"]["headers"] if h["name"].lower() == "authorization"]
+        self.assertEqual(auth, ["<redacted>"], entries[0]["request"]["headers"])
+        # The file replays in another set.
+        other = key("replayed")
+        self.assertEqual(self.c.call("loadStubs", {"set": other, "har": path}), {"loaded": 2})
+        self.assertEqual(self.c.call("fetch", {"url": self.url(name), "stubs": other})["body"], first["body"])
+        self.c.call("removeStubs", {"set": other})
+        self.assertEqual(self.server_count(name), 1)
+
+    def test_a_har_path_that_cannot_be_written(self):
+        e = self.error("recordStubs", {"set": self.set, "har": os.path.join(self.tmp, "no", "such", "dir.har")})
+        self.assertEqual(e.code, -32003, e.data)
+        e = self.error("recordStubs", {"set": self.set, "har": "relative.har"})
+        self.assertEqual((e.code, e.data.get("field")), (-32602, "har"))
+
+
 class TestOfflineDaemon(StubCase):
     """fetchd --stubs FILE --offline: every request is answered from FILE, or fails with stubMiss."""
 

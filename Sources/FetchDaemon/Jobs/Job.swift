@@ -164,6 +164,8 @@ final class Job: Sendable {
 /// What the stages of one job keep between its attempts.
 struct PipelineState: Sendable {
     var retry = RetryState()
+    /// Set when the job's stub set records it (recordStubs).
+    var stubRecording: StubRecording?
 }
 
 /// What jobs run on: the engine, and the admission queue that applies every host's limits.

@@ -181,7 +181,8 @@ struct JobDriver: Sendable {
 
     /// Hands the prepared attempt to the engine.
     private func launch(_ job: Job, _ attempt: Attempt, prepared: Int) {
-        attempt.request.recordsExchange = services.httpLog.isEnabled
+        // A stage may have asked for the hops already (a recorded stub).
+        attempt.request.recordsExchange = attempt.request.recordsExchange || services.httpLog.isEnabled
         // Bodies kept in memory count against what the client's connection may hold.
         if case .memory = attempt.request.destination { attempt.request.bodyBudget = job.bodyBudget }
         let recording = attempt.request.recordsExchange ? (Date(), attempt.request) : nil

@@ -11,11 +11,7 @@ struct LoadStubsMethod: RPCMethod {
     let policy: FilePolicy
 
     func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
-        var reader = try ParamReader(params)
-        let set = try reader.requiredString("set")
-        let path = try reader.requiredString("har")
-        try reader.finish()
-        try policy.checkReadable(path, field: "har")
+        let (set, path) = try StubParams.setAndHAR(params, policy: policy)
         let loaded = try stubs.load(harFile: path, set: set)
         return ["loaded": JSONValue(loaded)]
     }

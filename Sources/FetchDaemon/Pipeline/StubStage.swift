@@ -22,8 +22,18 @@ final class StubStage: Stage {
 
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         guard let set = job.spec.model.stubs ?? stubs.implicitSet else { return .proceed }
+        // A job being recorded goes to the network on every attempt (its retries too).
+        if job.pipeline.stubRecording != nil {
+            attempt.request.recordsExchange = true
+            return .proceed
+        }
         switch stubs.decide(set: set, StubRequest(attempt.request)) {
         case .network:
+            return .proceed
+        case .record(_, let recording):
+            job.pipeline.stubRecording = recording
+            // Its hops are kept, for the HAR file.
+            attempt.request.recordsExchange = true
             return .proceed
         case .miss(let miss):
             let error = TransferError(.stubMiss, miss.detail)
@@ -47,6 +57,14 @@ final class StubStage: Stage {
             }
             return delay > 0 ? .hold(Self.delay(milliseconds: delay, on: timers)) : .proceed
         }
+    }
+
+    /// recordStubs: what the network answered joins the set and the HAR file.
+    func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) {
+        guard let recording = job.pipeline.stubRecording, attempt.substitute == nil,
+              case .success(let response) = outcome else { return }
+        stubs.recorded(attempt.request, response, in: recording)
+        recording.append(Job.AttemptRecord(number: attempt.number, startedAt: Date(), request: attempt.request, outcome: .success(response)))
     }
 
     /// The answer as a transfer would have produced it.

@@ -51,14 +51,7 @@ enum HARStubs {
             let body = request["postData"]?.objectValue?["text"]?.stringValue ?? ""
             let identity = "\(method) \(url)\n\(body)"
             if grouped[identity] == nil {
-                var match = StubMatch(method: method, url: .exact(url))
-                var given: JSONObject = ["method": .string(method), "url": .string(url)]
-                if !body.isEmpty {
-                    match.bodyContains = body
-                    given["bodyContains"] = .string(body)
-                }
-                match.given = given
-                grouped[identity] = (match, [])
+                grouped[identity] = (StubMatch.recorded(method: method, url: url, body: body), [])
                 order.append(identity)
             }
             grouped[identity]?.answers.append(.respond(answer))

@@ -59,6 +59,16 @@ struct StubParams: Sendable {
         try reader.finish()
     }
 
+    /// loadStubs' and recordStubs' params: `{set, har}`, the file checked against the policy.
+    static func setAndHAR(_ params: JSONValue?, policy: FilePolicy) throws -> (set: String, har: String) {
+        var reader = try ParamReader(params)
+        let set = try reader.requiredString("set")
+        let path = try reader.requiredString("har")
+        try reader.finish()
+        try policy.checkReadable(path, field: "har")
+        return (set, path)
+    }
+
     private static func readMatch(_ reader: inout ParamReader) throws -> StubMatch {
         var match = StubMatch(given: reader.object)
         if let method = try reader.string("method") {

@@ -64,6 +64,19 @@ struct StubMatch: Sendable {
     /// As the client gave it (getStubs shows it).
     var given: JSONObject = [:]
 
+    /// One recorded request exactly (loadStubs, recordStubs): its method, its URL as sent, and
+    /// its body when it had one.
+    static func recorded(method: String, url: String, body: String) -> StubMatch {
+        var match = StubMatch(method: method, url: .exact(url))
+        var given: JSONObject = ["method": .string(method), "url": .string(url)]
+        if !body.isEmpty {
+            match.bodyContains = body
+            given["bodyContains"] = .string(body)
+        }
+        match.given = given
+        return match
+    }
+
     func matches(_ request: StubRequest) -> Bool {
         differences(request, all: false).isEmpty
     }
@@ -167,7 +180,8 @@ struct Stub: Sendable {
     let id: String
     let set: String
     let match: StubMatch
-    let answers: [StubAnswer]
+    /// Grows while recordStubs records the same request again.
+    var answers: [StubAnswer]
     var priority = 0
     /// At most this many matches; nil: any number.
     var times: Int?

@@ -27,6 +27,8 @@ final class StubStore: Sendable {
         /// In the order they are tried: higher priority first, then the earlier stub.
         var stubs: [Stub] = []
         var onMiss = OnMiss.error
+        /// recordStubs: misses go to the network and are recorded.
+        var recording: StubRecording?
     }
 
     private struct State {
@@ -54,6 +56,8 @@ final class StubStore: Sendable {
         case miss(StubMiss)
         /// Nothing matched, and the set sends misses to the network.
         case network(StubMiss)
+        /// Nothing matched; the set records what the network answers.
+        case record(StubMiss, StubRecording)
     }
 
     /// Finds the stub that answers the request, counting its hit; else records the miss.
@@ -69,6 +73,7 @@ final class StubStore: Sendable {
             let miss = StubMiss(set: name, method: request.method, url: request.url, nearest: nearest)
             s.misses.append(miss)
             if s.misses.count > Self.keptMisses { s.misses.removeFirst(s.misses.count - Self.keptMisses) }
+            if !offline, let recording = s.sets[name]?.recording { return .record(miss, recording) }
             let toNetwork = !offline && s.sets[name]?.onMiss == .network
             return toNetwork ? .network(miss) : .miss(miss)
         }
@@ -117,6 +122,35 @@ final class StubStore: Sendable {
                 removed += before - (s.sets[key]?.stubs.count ?? 0)
             }
             return removed
+        }
+    }
+
+    /// recordStubs: from now on the set's misses are recorded (a new HAR file at `path`).
+    func record(set name: String, har path: String, log: Logger?) throws {
+        let recording = try StubRecording(set: name, path: path, log: log)
+        state.withLock { s in
+            var entry = s.sets[name] ?? StubSet()
+            entry.recording = recording
+            s.sets[name] = entry
+        }
+    }
+
+    /// A recorded exchange becomes an answer of the set: the next answer of the stub made for
+    /// the same request, or a new stub.
+    func recorded(_ request: HTTPRequest, _ response: HTTPResponse, in recording: StubRecording) {
+        var answer = StubResponse(status: response.status, body: response.body)
+        answer.headers = response.headers.filter { header in !HARStubs.wireHeaders.contains(where: header.name.caseInsensitiveEquals) }
+        let (key, body) = StubRecording.identity(request)
+        let appended = state.withLock { s -> Bool in
+            guard let existing = recording.stubID(for: key),
+                  let index = s.sets[recording.set]?.stubs.firstIndex(where: { $0.id == existing }) else { return false }
+            s.sets[recording.set]?.stubs[index].answers.append(.respond(answer))
+            return true
+        }
+        if appended { return }
+        let match = StubMatch.recorded(method: request.method, url: request.url, body: body)
+        if let id = try? add(StubParams(set: recording.set, match: match, answers: [.respond(answer)])) {
+            recording.remember(id, for: key)
         }
     }
 
