@@ -1,4 +1,5 @@
 import FetchEngine
+import FoundationEssentials
 import JSONRPC
 import XCTest
 
@@ -190,6 +191,65 @@ final class StubTests: XCTestCase {
             guard case .failure(let error) = StubStage.outcome(f.answers[0], small) else { return XCTFail(fault) }
             XCTAssertEqual(error.kind, kind, fault)
         }
+    }
+}
+
+/// A HAR file as stubs, and a stub's Set-Cookie as the jar takes it: pure.
+final class HARStubsAndCookiesTests: XCTestCase {
+    private func entry(_ method: String, _ url: String, _ status: Int, _ text: String = "", post: String? = nil,
+                       headers: [(String, String)] = []) -> JSONValue {
+        var request: JSONObject = ["method": .string(method), "url": .string(url)]
+        if let post { request["postData"] = ["text": .string(post)] }
+        let headerList: [JSONValue] = headers.map { ["name": .string($0.0), "value": .string($0.1)] }
+        return ["request": .object(request),
+                "response": ["status": JSONValue(status), "headers": .array(headerList), "content": ["text": .string(text)]]]
+    }
+
+    private func har(_ entries: [JSONValue]) -> JSONValue { ["log": ["entries": .array(entries)]] }
+
+    func testIdenticalRequestsBecomeOneSequenceInTheFilesOrder() throws {
+        let stubs = try HARStubs.stubs(from: har([
+            entry("GET", "http://h/a", 503, "busy", headers: [("Content-Length", "4"), ("X-A", "1")]),
+            entry("GET", "http://h/a?x=1", 200, "x"),
+            entry("GET", "http://h/a", 200, "ok"),
+            entry("POST", "http://h/a", 201, post: "n=1"),
+            entry("GET", "http://h/gone", 0),
+        ]), set: "s")
+        XCTAssertEqual(stubs.count, 3)
+        XCTAssertEqual(stubs[0].answers.map(\.status), [503, 200])
+        guard case .respond(let first) = stubs[0].answers[0] else { return XCTFail() }
+        XCTAssertEqual(first.headers, [HTTPHeader("X-A", "1")], "wire headers are not replayed")
+        XCTAssertEqual(String(decoding: first.body, as: UTF8.self), "busy")
+        XCTAssertTrue(stubs[0].match.matches(StubRequest(method: "GET", url: "http://h/a")))
+        XCTAssertFalse(stubs[0].match.matches(StubRequest(method: "GET", url: "http://h/a?x=1")))
+        XCTAssertEqual(stubs[2].match.given, ["method": "POST", "url": "http://h/a", "bodyContains": "n=1"])
+    }
+
+    func testNotHARIsRefusedWithTheEntry() {
+        for (doc, needle) in [(JSONValue.array([]), "log.entries"), (har([["request": [:]]]), "log.entries[0].request"),
+                              (har([entry("GET", "http://h/", 700)]), "log.entries[0].response.status")] {
+            XCTAssertThrowsError(try HARStubs.stubs(from: doc, set: "s")) { error in
+                XCTAssertTrue((error as? HARStubs.Invalid)?.reason.contains(needle) ?? false, "\(error)")
+            }
+        }
+    }
+
+    func testSetCookieAsTheJarTakesIt() {
+        let now = Date(timeIntervalSince1970: 1_000_000)
+        let headers = [HTTPHeader("Set-Cookie", "a=1"), HTTPHeader("set-cookie", "b=2; Domain=.example.com; Path=/x; Max-Age=60; Secure; HttpOnly"),
+                       HTTPHeader("Set-Cookie", "c=3; Domain=other.org"), HTTPHeader("Set-Cookie", "d=4; Max-Age=0"), HTTPHeader("X", "y")]
+        let cookies = StubCookies.cookies(from: headers, url: "https://api.example.com/v1/items", now: now)
+        XCTAssertEqual(cookies.map(\.name), ["a", "b", "d"], "a Domain that does not cover the host drops the cookie")
+        XCTAssertEqual(cookies[0].domain, "api.example.com")
+        XCTAssertTrue(cookies[0].hostOnly)
+        XCTAssertEqual(cookies[0].path, "/v1")
+        XCTAssertNil(cookies[0].expires)
+        XCTAssertEqual(cookies[1].domain, "example.com")
+        XCTAssertFalse(cookies[1].hostOnly)
+        XCTAssertEqual(cookies[1].path, "/x")
+        XCTAssertEqual(cookies[1].expires, 1_000_060)
+        XCTAssertTrue(cookies[1].secure && cookies[1].httpOnly)
+        XCTAssertTrue(cookies[2].isExpired(now: 1_000_000), "Max-Age=0 deletes")
     }
 }
 

@@ -140,6 +140,20 @@ class TestAnswers(StubCase):
         self.assertGreaterEqual(elapsed, 0.38)
         self.assertLess(elapsed, 2.0, "eight delays of 400 ms should overlap")
 
+    def test_a_delayed_stub_is_cancelled_at_once(self):
+        name = key("held")
+        self.add(match={"url": self.url(name)}, respond={"body": "late", "delayMs": 10000})
+        rid = send_request(self.c, "fetch", {"url": self.url(name), "stubs": self.set, "jobId": name})
+        with self.daemon.client() as other:
+            wait_for(lambda: any(j["jobId"] == name for j in other.call("listJobs")["jobs"]), timeout=5)
+            job = next(j for j in other.call("listJobs")["jobs"] if j["jobId"] == name)
+            self.assertEqual((job["state"], job["phase"]), ("queued", "waitingForHost"), job)
+            t0 = time.monotonic()
+            self.assertEqual(other.call("cancel", {"jobId": name}), {"cancelled": True})
+        answer = collect(self.c, rid, timeout=5).answer
+        self.assertEqual(answer["error"]["code"], -32002, answer)
+        self.assertLess(time.monotonic() - t0, 1.0)
+
     def test_delay_past_the_timeout_times_out(self):
         name = key("slow")
         self.add(match={"url": self.url(name)}, respond={"body": "late", "delayMs": 5000})
