@@ -452,5 +452,112 @@ class TestOfflineDaemon(StubCase):
                 self.assertIn(needle, r.stderr.decode(errors="replace"))
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PYTHON_CLIENT = os.path.join(REPO, "clients", "python")
+
+
+class TestPythonClientStubs(StubCase):
+    """clients/python: the stub methods, the stub_set context manager, offline_daemon and the
+    pytest fixture."""
+
+    def setUp(self):
+        super().setUp()
+        import sys
+        if PYTHON_CLIENT not in sys.path:
+            sys.path.insert(0, PYTHON_CLIENT)
+
+    def test_stub_set_context_manager(self):
+        from fetchd_client import Client, TransportError
+        name = key("py")
+        with Client(self.daemon.socket_path) as client:
+            with client.stub_set() as stubs:
+                made = stubs.name
+                stubs.add({"url": self.url(name)}, respond_sequence=[{"status": 503}, {"json": {"ok": 1}}])
+                r = stubs.fetch(self.url(name), retry={"maxInterval": 0.05})
+                self.assertEqual((r.status, r.json(), r["attempts"]), (200, {"ok": 1}, 2))
+                with self.assertRaises(TransportError) as caught:
+                    stubs.fetch(self.url(name + "-other"))
+                self.assertEqual(caught.exception.kind, "stubMiss")
+                self.assertEqual(caught.exception.nearest["differences"], ["url"])
+                self.assertEqual([s["hits"] for s in stubs.stubs()], [2])
+                self.assertEqual(len(stubs.misses()), 1)
+            self.assertEqual(client.get_stubs(made)["stubs"], [], "the set was not removed at exit")
+        self.assertEqual(self.server_count(name), 0)
+
+    def test_offline_daemon_and_the_pytest_fixture(self):
+        from fetchd_client import TransportError
+        from fetchd_client.testing import offline_daemon
+        d = tempfile.mkdtemp(prefix="fetchd-pyt-")
+        self.addCleanup(shutil.rmtree, d, True)
+        stubs = os.path.join(d, "stubs.json")
+        with open(stubs, "w") as f:
+            json.dump([{"match": {"url": "https://api.example.com/v1/me"}, "respond": {"json": {"name": "ann"}}}], f)
+        with offline_daemon(stubs) as client:
+            self.assertEqual(client.fetch("https://api.example.com/v1/me").json(), {"name": "ann"})
+            with self.assertRaises(TransportError) as caught:
+                client.fetch(self.url(key("never")))
+            self.assertEqual(caught.exception.kind, "stubMiss")
+            path = client.socket_path
+        self.assertFalse(os.path.exists(path), "the daemon's socket outlived the block")
+        test = os.path.join(d, "test_uses_fixture.py")
+        with open(test, "w") as f:
+            f.write(
+                "import os, pytest\n"
+                "pytest_plugins = ['fetchd_client.pytest_plugin']\n"
+                "def test_one(fetchd_offline):\n"
+                "    with fetchd_offline.stub_set() as s:\n"
+                "        s.add({'urlPrefix': 'https://x.test/'}, {'status': 204})\n"
+                "        assert s.fetch('https://x.test/a').status == 204\n"
+                "    assert os.environ['FETCHD_SOCKET'] == fetchd_offline.socket_path\n"
+                f"@pytest.mark.fetchd_stubs({stubs!r})\n"
+                "def test_marked(fetchd_offline):\n"
+                "    assert fetchd_offline.fetch('https://api.example.com/v1/me').json() == {'name': 'ann'}\n")
+        env = dict(os.environ, PYTHONPATH=PYTHON_CLIENT)
+        r = subprocess.run(["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", test], cwd=d, env=env,
+                           capture_output=True, timeout=120)
+        out = r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+        self.assertEqual(r.returncode, 0, out[-2000:])
+        self.assertIn("2 passed", out)
+
+
+class TestFetchctlStub(StubCase):
+    def fetchctl(self, *args):
+        r = subprocess.run([os.path.join(REPO, "clients", "fetchctl"), "--socket", self.daemon.socket_path, *args],
+                           capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+        return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
+
+    def test_stub_add_list_remove_load_record(self):
+        name = key("ctl")
+        code, out, err = self.fetchctl("stub", "add", "--set", self.set,
+                                       json.dumps({"match": {"url": self.url(name)}, "respond": {"status": 200, "body": "canned"}}))
+        self.assertEqual(code, 0, err)
+        sid = json.loads(out)["stubId"]
+        code, out, err = self.fetchctl("fetch", self.url(name), "--stubs", self.set)
+        self.assertEqual((code, out), (0, "canned"), err)
+        code, out, _ = self.fetchctl("fetch", self.url(name + "-x"), "--stubs", self.set)
+        self.assertEqual(code, 4, "a stubMiss is a JSON-RPC error")
+        code, out, err = self.fetchctl("stub", "list", "--set", self.set)
+        listed = json.loads(out)
+        self.assertEqual([(s["stubId"], s["hits"]) for s in listed["stubs"]], [(sid, 1)])
+        self.assertEqual(listed["misses"][-1]["nearest"]["stubId"], sid)
+        code, out, err = self.fetchctl("stub", "remove", "--set", self.set, sid)
+        self.assertEqual(json.loads(out), {"removed": 1}, err)
+        d = tempfile.mkdtemp(prefix="fetchd-ctl-")
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "rec.har")
+        code, out, err = self.fetchctl("stub", "record", "--set", self.set, path)
+        self.assertEqual((code, json.loads(out)), (0, {"set": self.set, "har": path}), err)
+        self.assertEqual(self.fetchctl("fetch", self.url(name), "--stubs", self.set)[0], 0)
+        other = key("ctl-load")
+        wait_for(lambda: os.path.getsize(path) > 200, timeout=10)
+        code, out, err = self.fetchctl("stub", "load", "--set", other, path)
+        self.assertEqual((code, json.loads(out)), (0, {"loaded": 1}), err)
+        code, out, err = self.fetchctl("fetch", self.url(name), "--stubs", other)
+        self.assertEqual((code, out), (0, "recorded"), err)
+        self.assertEqual(self.server_count(name), 1)
+        self.fetchctl("stub", "remove", "--set", other)
+        self.assertEqual(self.fetchctl("stub", "add", "not json")[0], 2)
+
+
 if __name__ == "__main__":
     unittest.main()
