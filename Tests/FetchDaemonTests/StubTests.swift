@@ -194,6 +194,36 @@ final class StubTests: XCTestCase {
     }
 }
 
+extension StubTests {
+    func testRedirectsAreFollowedThroughTheSet() throws {
+        let store = StubStore()
+        for json in [#"{"match": {"url": "http://h/a"}, "respond": {"status": 302, "headers": {"Location": "/b?x=1"}}}"#,
+                     #"{"match": {"method": "GET", "url": "http://h/b?x=1"}, "respond": {"status": 200, "body": "at b"}}"#,
+                     #"{"match": {"url": "http://h/loop"}, "respond": {"status": 307, "headers": {"Location": "http://h/loop"}}}"#,
+                     #"{"match": {"url": "http://h/lost"}, "respond": {"status": 301, "headers": {"Location": "http://h/nowhere"}}}"#] {
+            _ = try store.add(try params(json))
+        }
+        func follow(_ url: String, method: String = "GET", maxRedirects: Int = 10) -> Substitute.Made {
+            var request = HTTPRequest(method: method, url: url, body: method == "POST" ? .bytes(Array("x".utf8)) : .none, maxRedirects: maxRedirects)
+            request.cookieJar = nil
+            guard case .answer(let answer, _) = store.decide(set: "s", StubRequest(request)) else { return Substitute.Made(outcome: .failure(TransferError(.other, "no first stub"))) }
+            return StubStage.following(answer, request, set: "s", stubs: store)
+        }
+        guard case .success(let response) = follow("http://h/a", method: "POST").outcome else { return XCTFail("POST /a") }
+        XCTAssertEqual([String(response.status), response.url, String(response.redirects)], ["200", "http://h/b?x=1", "1"],
+                       "a 302 to a POST goes on as GET")
+        XCTAssertEqual(String(decoding: response.body, as: UTF8.self), "at b")
+        guard case .success(let unfollowed) = follow("http://h/a", maxRedirects: 0).outcome else { return XCTFail() }
+        XCTAssertEqual(unfollowed.status, 302, "maxRedirects 0: the 3xx is the answer")
+        guard case .failure(let loop) = follow("http://h/loop", maxRedirects: 3).outcome else { return XCTFail() }
+        XCTAssertEqual(loop.kind, .tooManyRedirects)
+        let lost = follow("http://h/lost")
+        guard case .failure(let missed) = lost.outcome else { return XCTFail() }
+        XCTAssertEqual(missed.kind, .stubMiss)
+        XCTAssertNotNil(lost.failureData?["nearest"], "a hop that misses names its nearest stub")
+    }
+}
+
 /// A HAR file as stubs, and a stub's Set-Cookie as the jar takes it: pure.
 final class HARStubsAndCookiesTests: XCTestCase {
     private func entry(_ method: String, _ url: String, _ status: Int, _ text: String = "", post: String? = nil,

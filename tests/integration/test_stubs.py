@@ -91,6 +91,16 @@ class TestAnswers(StubCase):
         self.assertEqual(e.data["kind"], "stubMiss", e.data)
         self.assertEqual(e.data["nearest"]["differences"], ["times"], e.data)
 
+    def test_a_stubbed_redirect_is_followed_through_the_set(self):
+        name = key("redir")
+        self.add(match={"url": self.url(name)}, respond={"status": 302, "headers": {"Location": f"/record/{name}-target"}})
+        self.add(match={"url": self.url(name + "-target")}, respond={"body": "landed"})
+        r = self.c.call("fetch", {"url": self.url(name), "stubs": self.set})
+        self.assertEqual((r["status"], r["body"], r["redirects"], r["url"]), (200, "landed", 1, self.url(name + "-target")), r)
+        r = self.c.call("fetch", {"url": self.url(name), "stubs": self.set, "maxRedirects": 0})
+        self.assertEqual(r["status"], 302, r)
+        self.assertEqual(self.server_count(name) + self.server_count(name + "-target"), 0)
+
     def test_set_cookie_from_a_stub_reaches_the_jar(self):
         name, jar = key("cookie"), key("jar")
         self.add(match={"url": self.url(name)}, respond={"headers": {"Set-Cookie": ["sid=abc; Path=/", "lang=en"]}})

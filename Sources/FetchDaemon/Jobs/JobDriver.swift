@@ -208,7 +208,8 @@ struct JobDriver: Sendable {
     /// A stage answers in the engine's place (a stub): logged and reported as a transfer.
     private func substituted(_ job: Job, _ attempt: Attempt, prepared: Int, _ substitute: Substitute,
                              recording: (Date, HTTPRequest)?) {
-        let outcome = substitute.answer(attempt, job)
+        let made = substitute.answer(attempt, job)
+        let outcome = made.outcome
         if case .success(let response) = outcome {
             let received = Int64(response.download?.fileBytes ?? Int64(response.body.count))
             progressReporter(job)(TransferProgress(sentBytes: response.sentBytes, totalSendBytes: response.sentBytes,
@@ -218,7 +219,7 @@ struct JobDriver: Sendable {
             job.record(Job.AttemptRecord(number: attempt.number, startedAt: startedAt, request: recorded, outcome: outcome))
         }
         endAttempt(job, attempt, prepared: prepared,
-                   outcome.mapError { JobFailed(jobID: job.id, attempts: job.attempts, error: $0, data: substitute.failureData) })
+                   outcome.mapError { JobFailed(jobID: job.id, attempts: job.attempts, error: $0, data: made.failureData) })
     }
 
     /// Every stage that prepared the attempt hears how it ended; then they judge it, nearest

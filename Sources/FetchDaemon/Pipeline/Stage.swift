@@ -73,9 +73,13 @@ struct Hold: Sendable {
 /// logs and progress see it. `answer` runs on the thread that prepared the attempt (the
 /// blocking threads for jobs that use local files, so it may write a download's part file).
 struct Substitute: Sendable {
-    /// Added to the -32001 error's data when the answer is a failure (a stub miss's `nearest`).
-    var failureData: JSONObject? = nil
-    let answer: @Sendable (_ attempt: Attempt, _ job: Job) -> Result<HTTPResponse, TransferError>
+    struct Made: Sendable {
+        var outcome: Result<HTTPResponse, TransferError>
+        /// Added to the -32001 error's data when the outcome is a failure (a stub miss's `nearest`).
+        var failureData: JSONObject? = nil
+    }
+
+    let answer: @Sendable (_ attempt: Attempt, _ job: Job) -> Made
 }
 
 /// A stage's judgement of an attempt.

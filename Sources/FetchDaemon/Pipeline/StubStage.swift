@@ -36,8 +36,7 @@ final class StubStage: Stage {
             attempt.request.recordsExchange = true
             return .proceed
         case .miss(let miss):
-            let error = TransferError(.stubMiss, miss.detail)
-            attempt.substitute = Substitute(failureData: ["nearest": miss.nearestJSON]) { _, _ in .failure(error) }
+            attempt.substitute = Substitute { _, _ in Self.missed(miss) }
             return .proceed
         case .answer(var answer, _):
             var delay = answer.delayMs
@@ -47,13 +46,7 @@ final class StubStage: Stage {
                 answer = .fault(.timeout)
             }
             attempt.substitute = Substitute { [answer, stubs] attempt, _ in
-                let outcome = Self.outcome(answer, attempt.request)
-                // Set-Cookie reaches the jar, as a real answer's does.
-                if case .success(let response) = outcome, let jar = attempt.request.cookieJar {
-                    let cookies = StubCookies.cookies(from: response.headers, url: attempt.request.url, now: Date())
-                    if !cookies.isEmpty { stubs.storeCookies(cookies, jar) }
-                }
-                return outcome
+                Self.following(answer, attempt.request, set: set, stubs: stubs)
             }
             return delay > 0 ? .hold(Self.delay(milliseconds: delay, on: timers)) : .proceed
         }
@@ -65,6 +58,54 @@ final class StubStage: Stage {
               case .success(let response) = outcome else { return }
         stubs.recorded(attempt.request, response, in: recording)
         recording.append(Job.AttemptRecord(number: attempt.number, startedAt: Date(), request: attempt.request, outcome: .success(response)))
+    }
+
+    static func missed(_ miss: StubMiss) -> Substitute.Made {
+        Substitute.Made(outcome: .failure(TransferError(.stubMiss, miss.detail)), failureData: ["nearest": miss.nearestJSON])
+    }
+
+    static let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
+
+    /// The stub's answer, its redirects followed through the same set as libcurl follows real
+    /// ones (up to maxRedirects; 303, and 301 or 302 to a POST, continue as GET without a
+    /// body); a hop that no stub answers fails with stubMiss. Each hop's Set-Cookie reaches
+    /// the jar, as a real answer's does.
+    static func following(_ first: StubAnswer, _ original: HTTPRequest, set: String, stubs: StubStore) -> Substitute.Made {
+        var request = original
+        var answer = first
+        var hops: [ExchangeHop] = []
+        var redirects = 0
+        while true {
+            let made = outcome(answer, request)
+            guard case .success(var response) = made else { return Substitute.Made(outcome: made) }
+            if let jar = request.cookieJar {
+                let cookies = StubCookies.cookies(from: response.headers, url: request.url, now: Date())
+                if !cookies.isEmpty { stubs.storeCookies(cookies, jar) }
+            }
+            hops += response.exchange
+            guard original.maxRedirects > 0, redirectStatuses.contains(response.status),
+                  let location = response.headers.last(named: "Location"),
+                  let next = RequestURL.resolve(location, against: request.url) else {
+                response.redirects = redirects
+                response.exchange = hops
+                return Substitute.Made(outcome: .success(response))
+            }
+            guard redirects < original.maxRedirects else {
+                return Substitute.Made(outcome: .failure(TransferError(.tooManyRedirects, "Maximum (\(original.maxRedirects)) redirects followed")))
+            }
+            redirects += 1
+            let asGet = response.status == 303 ? !request.method.caseInsensitiveEquals("HEAD")
+                : (response.status == 301 || response.status == 302) && request.method.caseInsensitiveEquals("POST")
+            if asGet {
+                request.method = "GET"
+                request.body = .none
+            }
+            request.url = next
+            switch stubs.decide(set: set, StubRequest(request)) {
+            case .answer(let nextAnswer, _): answer = nextAnswer
+            case .miss(let miss), .network(let miss), .record(let miss, _): return missed(miss)
+            }
+        }
     }
 
     /// The answer as a transfer would have produced it.
