@@ -152,6 +152,19 @@ final class StubTests: XCTestCase {
         }
     }
 
+    func testTheBodiesOfAllStubsAreBounded() throws {
+        let store = StubStore(maxBodyBytes: 1000)
+        var big = try params(#"{"respond": {}}"#)
+        big.answers = [.respond(StubResponse(body: [UInt8](repeating: 1, count: 500)))]
+        let first = try store.add(big)
+        _ = try store.add(big)
+        XCTAssertEqual(store.heldBodyBytes, 1000)
+        XCTAssertThrowsError(try store.add(big)) { XCTAssertEqual(($0 as? RPCError)?.code, .overloaded) }
+        XCTAssertEqual(store.remove(set: nil, stubID: first), 1)
+        XCTAssertEqual(store.heldBodyBytes, 500, "a removed stub gives its bytes back")
+        XCTAssertNoThrow(try store.add(big))
+    }
+
     func testBadStubsNameTheirField() {
         let cases: [(String, String)] = [
             (#"{"match": {"urlPattern": "a("}, "respond": {}}"#, "match.urlPattern"),

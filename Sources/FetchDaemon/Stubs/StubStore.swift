@@ -11,6 +11,10 @@ final class StubStore: Sendable {
     static let maxPerSet = 10_000
     /// Misses kept for getStubs, over all sets.
     static let keptMisses = 100
+    /// The answers' bodies of every stub together (bodyFile can bring 64 MiB each); addStub
+    /// or loadStubs past it is refused with -32005.
+    static let maxBodyBytes = 512 << 20
+    let maxBodyBytes: Int
 
     /// What a set does with a request none of its stubs matches.
     enum OnMiss: String, Sendable, CaseIterable {
@@ -34,6 +38,8 @@ final class StubStore: Sendable {
     private struct State {
         var sets: [String: StubSet] = [:]
         var nextID = 1
+        /// The answers' bodies held, over all sets.
+        var bodyBytes = 0
         /// The newest last.
         var misses: [StubMiss] = []
     }
@@ -42,8 +48,9 @@ final class StubStore: Sendable {
     /// Puts a stubbed answer's cookies in the request's jar (the engine's jars).
     let storeCookies: @Sendable (_ cookies: [Cookie], _ jar: String) -> Void
 
-    init(implicitSet: String? = nil, offline: Bool = false,
+    init(implicitSet: String? = nil, offline: Bool = false, maxBodyBytes: Int = StubStore.maxBodyBytes,
          storeCookies: @escaping @Sendable ([Cookie], String) -> Void = { _, _ in }) {
+        self.maxBodyBytes = maxBodyBytes
         self.implicitSet = implicitSet ?? (offline ? "default" : nil)
         self.offline = offline
         self.storeCookies = storeCookies
@@ -94,6 +101,13 @@ final class StubStore: Sendable {
                     "limit": JSONValue(Self.maxPerSet), "set": .string(name),
                 ])
             }
+            let bytes = drafts.reduce(0) { $0 + Self.bodyBytes($1.answers) }
+            guard s.bodyBytes + bytes <= maxBodyBytes else {
+                throw RPCError(.overloaded, "Overloaded: the stubs' bodies would take more than \(maxBodyBytes) bytes", data: [
+                    "limit": JSONValue(maxBodyBytes), "set": .string(name),
+                ])
+            }
+            s.bodyBytes += bytes
             var ids: [String] = []
             for draft in drafts {
                 let id = "stub-\(s.nextID)"
@@ -117,9 +131,12 @@ final class StubStore: Sendable {
         state.withLock { s in
             var removed = 0
             for key in Array(s.sets.keys) where name == nil || key == name {
-                let before = s.sets[key]?.stubs.count ?? 0
-                s.sets[key]?.stubs.removeAll { stubID == nil || $0.id == stubID }
-                removed += before - (s.sets[key]?.stubs.count ?? 0)
+                guard var entry = s.sets[key] else { continue }
+                let gone = entry.stubs.filter { stubID == nil || $0.id == stubID }
+                entry.stubs.removeAll { stubID == nil || $0.id == stubID }
+                s.bodyBytes -= gone.reduce(0) { $0 + Self.bodyBytes($1.answers) }
+                removed += gone.count
+                s.sets[key] = entry
             }
             return removed
         }
@@ -145,6 +162,7 @@ final class StubStore: Sendable {
             guard let existing = recording.stubID(for: key),
                   let index = s.sets[recording.set]?.stubs.firstIndex(where: { $0.id == existing }) else { return false }
             s.sets[recording.set]?.stubs[index].answers.append(.respond(answer))
+            s.bodyBytes += answer.body.count
             return true
         }
         if appended { return }
@@ -153,6 +171,16 @@ final class StubStore: Sendable {
             recording.remember(id, for: key)
         }
     }
+
+    private static func bodyBytes(_ answers: [StubAnswer]) -> Int {
+        answers.reduce(0) { total, answer in
+            if case .respond(let response) = answer { return total + response.body.count }
+            return total
+        }
+    }
+
+    /// The answers' bodies held now, over all sets (tests).
+    var heldBodyBytes: Int { state.withLock { $0.bodyBytes } }
 
     func setMode(_ mode: OnMiss, for name: String) {
         state.withLock { s in
