@@ -66,11 +66,23 @@ public final class Daemon: Sendable {
             log.info("loaded \(rules.count) auth rule(s) from --auth-file \(path)")
         }
         let cork = WriteCork()
+        let stubs = StubStore(implicitSet: options.stubsFile == nil ? nil : "default", offline: options.offline,
+                              storeCookies: { [engine] cookies, jar in engine.store(cookies, inJar: jar) { _ in } })
+        if let file = options.stubsFile {
+            do {
+                let loaded = try stubs.load(startupFile: file, policy: policy)
+                log.info("--stubs \(file): \(loaded) stub(s)")
+            } catch {
+                let refused = ErrorMapping.rpcError(for: error)
+                let field = refused.data?["field"]?.stringValue.map { "\($0): " } ?? ""
+                throw StartupError("--stubs \(file): \(field)\(refused.data?["detail"]?.stringValue ?? refused.message)")
+            }
+        }
         let jobs = JobRegistry(services: JobServices(
             engine: engine, admission: admission, credentials: credentials, httpLog: httpLog, log: log,
             answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { cork.around($0) }),
             tasks: tasks, blocking: blocking,
-            timers: DispatchQueue(label: "fetchd.retry-waits")))
+            timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs))
         self.jobs = jobs
         let driver = JobDriver(jobs: jobs)
         let startedAt = ContinuousClock.now
@@ -94,6 +106,12 @@ public final class Daemon: Sendable {
             ClearCookiesMethod(engine: engine),
             SetAuthMethod(store: credentials, policy: policy),
             GetAuthMethod(store: credentials),
+            AddStubMethod(stubs: stubs, policy: policy),
+            RemoveStubsMethod(stubs: stubs),
+            GetStubsMethod(stubs: stubs),
+            SetStubModeMethod(stubs: stubs),
+            LoadStubsMethod(stubs: stubs, policy: policy),
+            RecordStubsMethod(stubs: stubs, policy: policy, log: log),
         ]
         let dispatcher = RPCDispatcher(methods: methods, mapError: ErrorMapping.rpcError(for:))
         let log = self.log

@@ -25,10 +25,12 @@ enum ErrorMapping {
                 "path": .string(failed.error.filePath ?? ""), "detail": .string(failed.error.detail),
             ])
         case let failed as JobFailed:
-            return RPCError(.transportFailure, "Transfer failed: \(failed.error.detail)", data: [
+            var data: JSONObject = [
                 "jobId": .string(failed.jobID), "kind": .string(failed.error.kind.rawValue),
                 "detail": .string(failed.error.detail), "attempts": JSONValue(failed.attempts),
-            ])
+            ]
+            for (key, value) in failed.data?.members ?? [] { data[key] = value }
+            return RPCError(.transportFailure, "Transfer failed: \(failed.error.detail)", data: .object(data))
         case let failed as AuthFailed:
             return RPCError(.transportFailure, "Authentication failed: the rule for \(failed.rule): \(failed.reason)", data: [
                 "jobId": .string(failed.jobID), "kind": "auth", "detail": .string(failed.reason),

@@ -13,6 +13,19 @@ public struct RequestURL: Sendable, Equatable {
         case schemeNotAllowed(String)
     }
 
+    /// A Location (absolute, or relative to `base`) resolved as libcurl resolves it when it
+    /// follows a redirect; nil when libcurl cannot.
+    public static func resolve(_ reference: String, against base: String) -> String? {
+        guard !reference.containsNUL, !base.containsNUL, let handle = curl_url() else { return nil }
+        defer { curl_url_cleanup(handle) }
+        guard curl_url_set(handle, CURLUPART_URL, base, 0) == CURLUE_OK,
+              curl_url_set(handle, CURLUPART_URL, reference, 0) == CURLUE_OK else { return nil }
+        var value: UnsafeMutablePointer<CChar>? = nil
+        guard curl_url_get(handle, CURLUPART_URL, &value, 0) == CURLUE_OK, let value else { return nil }
+        defer { curl_free(value) }
+        return String(cString: value)
+    }
+
     public init(_ text: String) throws(Problem) {
         // libcurl reads the text as a C string: a NUL would end the URL there, unseen.
         guard !text.containsNUL else { throw .malformed("contains NUL") }

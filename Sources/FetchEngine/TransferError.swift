@@ -5,6 +5,8 @@ public struct TransferError: Error, Sendable, Equatable {
     public enum Kind: String, Sendable, CaseIterable {
         case dns, connect, tls, timeout, reset, `protocol`, tooManyRedirects, bodyTooLarge, other
         case cancelled
+        /// No stub of the set the request named matched it (the daemon's stubs; never libcurl).
+        case stubMiss
     }
 
     public let kind: Kind

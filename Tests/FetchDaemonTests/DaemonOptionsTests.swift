@@ -36,6 +36,18 @@ final class DaemonOptionsTests: XCTestCase {
         }
     }
 
+    func testStubsAndOffline() throws {
+        guard case .run(let defaults) = try DaemonOptions.parse([]) else { return XCTFail() }
+        XCTAssertNil(defaults.stubsFile)
+        XCTAssertFalse(defaults.offline)
+        guard case .run(let o) = try DaemonOptions.parse(["--stubs", "/t/stubs.har", "--offline"]) else { return XCTFail() }
+        XCTAssertEqual(o.stubsFile, "/t/stubs.har")
+        XCTAssertTrue(o.offline)
+        XCTAssertThrowsError(try DaemonOptions.parse(["--stubs"]))
+        XCTAssertTrue(DaemonOptions.helpText.contains("--stubs FILE"))
+        XCTAssertTrue(DaemonOptions.helpText.contains("--offline"))
+    }
+
     func testHelpVersionAndMistakes() {
         XCTAssertEqual(try DaemonOptions.parse(["--help"]), .help)
         XCTAssertEqual(try DaemonOptions.parse(["--version"]), .version)

@@ -660,3 +660,23 @@ class TestSecretsStayInside(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestStubsRunNoAuthRule(AuthCase):
+    """A request a stub answers runs no auth rule: no token is fetched for it (the stub stage
+    decides before the credential stage); a miss sent to the network does get the credential."""
+
+    def test_stubbed_request_fetches_no_token(self):
+        k = key("stubbed")
+        self.oauth2(k)
+        url = f"{self.url}/protected/{k}"
+        self.c.call("addStub", {"set": k, "match": {"url": url}, "respond": {"status": 200, "body": "stubbed"}})
+        r = self.fetch({"url": url, "stubs": k})
+        self.assertEqual((r["status"], r.get("body")), (200, "stubbed"), r)
+        self.assertEqual(oauth_info(k)["count"], 0, "a token was fetched for a request a stub answered")
+        self.assertEqual(hits("protected-" + k)["count"], 0)
+        # The set sends misses to the network: that request gets its credential.
+        self.c.call("setStubMode", {"set": k, "onMiss": "network"})
+        r = self.fetch({"url": url + "?other=1", "stubs": k})
+        self.assertEqual(r["status"], 200, r)
+        self.assertEqual(oauth_info(k)["count"], 1)

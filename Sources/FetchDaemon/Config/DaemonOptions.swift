@@ -22,6 +22,10 @@ public struct DaemonOptions: Sendable, Equatable {
     public var logDirectory: String?
     /// `--spin-us`: how long the engine polls before it sleeps.
     public var spinMicroseconds = 40
+    /// `--stubs`: stubs every request that names no set is matched against (set "default").
+    public var stubsFile: String?
+    /// `--offline`: a request no stub matches fails with stubMiss; nothing uses the network.
+    public var offline = false
 
     public struct RateFlag: Sendable, Equatable {
         public var host: String
@@ -92,6 +96,12 @@ public struct DaemonOptions: Sendable, Equatable {
         Option(name: "--spin-us", argument: "N", help: "microseconds the engine keeps polling after work before it sleeps: lower latency for a little CPU (default 40; 0 = sleep at once)") { o, v throws(UsageError) in
             guard let n = Int(v), (0...10_000).contains(n) else { throw UsageError(description: "--spin-us takes microseconds from 0 to 10000") }
             o.spinMicroseconds = n
+        },
+        Option(name: "--stubs", argument: "FILE", help: "answer requests from these stubs (a HAR file, or a JSON array of addStub params): set \"default\", used by every request that names no other") { o, v throws(UsageError) in
+            o.stubsFile = try absolutePath(v, option: "--stubs")
+        },
+        Option(name: "--offline", argument: nil, help: "never use the network: a request no stub answers fails with stubMiss") { o, _ throws(UsageError) in
+            o.offline = true
         },
         Option(name: "--verbose", argument: nil, help: "log connections and requests to stderr") { o, _ throws(UsageError) in
             o.verbose = true

@@ -21,6 +21,8 @@ struct JobFailed: Error {
     let jobID: String
     let attempts: Int
     let error: TransferError
+    /// More members of the error's data (a stub miss's `nearest`).
+    var data: JSONObject? = nil
 }
 
 /// One live request of `fetch`, `download` or `upload`, from registration to its answer: what
@@ -165,6 +167,8 @@ final class Job: Sendable {
 struct PipelineState: Sendable {
     var retry = RetryState()
     var auth = CredentialState()
+    /// Set when the job's stub set records it (recordStubs).
+    var stubRecording: StubRecording?
 }
 
 /// What jobs run on: the engine, and the admission queue that applies every host's limits.
@@ -184,9 +188,12 @@ struct JobServices: Sendable {
     let timers: DispatchQueue
     /// The stages every job passes through (Pipeline.common), made once.
     let commonStages: [any Stage]
+    /// Stub sets (the stub stage answers from them).
+    let stubs: StubStore
 
     init(engine: HTTPEngine, admission: HostAdmission, credentials: CredentialStore, httpLog: HTTPLog, log: Logger,
-         answers: WorkerThreads, tasks: WorkerThreads, blocking: WorkerThreads, timers: DispatchQueue) {
+         answers: WorkerThreads, tasks: WorkerThreads, blocking: WorkerThreads, timers: DispatchQueue,
+         stubs: StubStore = StubStore()) {
         self.engine = engine
         self.admission = admission
         self.httpLog = httpLog
@@ -195,7 +202,8 @@ struct JobServices: Sendable {
         self.tasks = tasks
         self.blocking = blocking
         self.timers = timers
-        commonStages = Pipeline.common(admission: admission, credentials: credentials, log: log)
+        self.stubs = stubs
+        commonStages = Pipeline.common(admission: admission, credentials: credentials, log: log, stubs: stubs, timers: timers)
     }
 
     /// Seconds on the monotonic clock (the machine's and the host scheduler's clock).

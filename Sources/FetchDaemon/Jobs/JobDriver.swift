@@ -181,10 +181,14 @@ struct JobDriver: Sendable {
 
     /// Hands the prepared attempt to the engine.
     private func launch(_ job: Job, _ attempt: Attempt, prepared: Int) {
-        attempt.request.recordsExchange = services.httpLog.isEnabled
+        // A stage may have asked for the hops already (a recorded stub).
+        attempt.request.recordsExchange = attempt.request.recordsExchange || services.httpLog.isEnabled
         // Bodies kept in memory count against what the client's connection may hold.
         if case .memory = attempt.request.destination { attempt.request.bodyBudget = job.bodyBudget }
         let recording = attempt.request.recordsExchange ? (Date(), attempt.request, attempt.ruleSecrets) : nil
+        if let substitute = attempt.substitute {
+            return substituted(job, attempt, prepared: prepared, substitute, recording: recording)
+        }
         do {
             try services.engine.start(attempt.request, id: job.transferID, onProgress: progressReporter(job)) { outcome in
                 if let (startedAt, recorded, secrets) = recording {
@@ -200,6 +204,24 @@ struct JobDriver: Sendable {
         // A cancel that came after `starting` may have reached the engine before the start:
         // the machine repeats it now. Without a cancel there is nothing to tell it.
         if job.mayHaveBeenCancelled { handle(job, .handedOver) }
+    }
+
+    /// A stage answers in the engine's place (a stub): logged and reported as a transfer.
+    private func substituted(_ job: Job, _ attempt: Attempt, prepared: Int, _ substitute: Substitute,
+                             recording: (Date, HTTPRequest, [String])?) {
+        let made = substitute.answer(attempt, job)
+        let outcome = made.outcome
+        if case .success(let response) = outcome {
+            let received = Int64(response.download?.fileBytes ?? Int64(response.body.count))
+            progressReporter(job)(TransferProgress(sentBytes: response.sentBytes, totalSendBytes: response.sentBytes,
+                                                   receivedBytes: received, totalReceiveBytes: received))
+        }
+        if let (startedAt, recorded, secrets) = recording {
+            job.record(Job.AttemptRecord(number: attempt.number, startedAt: startedAt, request: recorded, outcome: outcome,
+                                         ruleSecrets: secrets))
+        }
+        endAttempt(job, attempt, prepared: prepared,
+                   outcome.mapError { JobFailed(jobID: job.id, attempts: job.attempts, error: $0, data: made.failureData) })
     }
 
     /// Every stage that prepared the attempt hears how it ended; then they judge it, nearest

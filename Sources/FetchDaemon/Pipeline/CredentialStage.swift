@@ -19,7 +19,8 @@ final class CredentialStage: Stage {
 
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         job.pipeline.auth.carried = nil
-        guard job.spec.model.auth else { return .proceed }
+        // A request a stub answers runs no auth rule (the stub stage decided before this one).
+        guard job.spec.model.auth, attempt.substitute == nil else { return .proceed }
         let host = HostLimitStage.host(attempt, job)
         // With no rules (the usual case) this is one atomic load.
         guard let match = store.match(name: host.name, port: host.port),

@@ -1,16 +1,22 @@
+import Dispatch
 import FetchEngine
 
 /// The one place that lists the stages a job's attempts pass through, in order (outermost
 /// first; the transfer itself comes after the last). To add a concern to every request, write
 /// one file with a `Stage` and add one line to `common`.
 enum Pipeline {
-    /// Every job's stages: cookies choose the jar, the host's auth rule adds its credential
-    /// (before the host's limits: a request waiting for a credential holds no host slot), the
-    /// host's limits admit the attempt (and honour Retry-After), the retry policy judges the
-    /// outcome.
-    static func common(admission: HostAdmission, credentials: CredentialStore, log: Logger) -> [any Stage] {
+    /// Every job's stages: cookies choose the jar; a stub set may decide to answer in the
+    /// network's place (decided here, before any credential is fetched: a request a stub
+    /// answers runs no auth rule; the answer itself is made where the transfer would start,
+    /// after the limits, and judged by the retry policy); the host's auth rule adds its
+    /// credential (before the host's limits: a request waiting for a credential holds no host
+    /// slot); the host's limits admit the attempt (and honour Retry-After); the retry policy
+    /// judges the outcome.
+    static func common(admission: HostAdmission, credentials: CredentialStore, log: Logger, stubs: StubStore,
+                       timers: DispatchQueue) -> [any Stage] {
         [
             CookieStage(),
+            StubStage(stubs: stubs, timers: timers),
             CredentialStage(store: credentials),
             HostLimitStage(admission: admission, log: log),
             RetryStage(),

@@ -41,6 +41,9 @@ final class Attempt: @unchecked Sendable {
     /// The secrets an auth rule added to this attempt: HTTP logs mask them whatever
     /// `redact` says.
     var ruleSecrets: [String] = []
+    /// Set by a stage that answers in the network's place once every stage has prepared the
+    /// attempt (a stub: a download's part file is known by then, and every stage judges it).
+    var substitute: Substitute?
 
     init(number: Int, request: HTTPRequest) {
         self.number = number
@@ -54,7 +57,8 @@ typealias AttemptOutcome = Result<HTTPResponse, any Error>
 /// What a stage does with an attempt before it is sent.
 enum Preparation: Sendable {
     case proceed
-    /// The attempt ends with this outcome, without the network (a stub, a cache hit).
+    /// The attempt ends with this outcome, without the network (a cache hit); the stages
+    /// after this one neither prepare nor judge it (see `Substitute` for an answer they do).
     case answer(AttemptOutcome)
     /// The attempt waits until the hold releases it.
     case hold(Hold)
@@ -65,6 +69,20 @@ enum Preparation: Sendable {
 struct Hold: Sendable {
     let start: @Sendable (_ release: @escaping @Sendable (Result<Void, any Error>) -> Void) -> Void
     let cancel: @Sendable (_ error: any Error) -> Void
+}
+
+/// An answer made instead of a transfer, when the attempt would be handed to the engine: it
+/// counts as an attempt, its outcome passes `ended` and `judge` as a transfer's does, and HTTP
+/// logs and progress see it. `answer` runs on the thread that prepared the attempt (the
+/// blocking threads for jobs that use local files, so it may write a download's part file).
+struct Substitute: Sendable {
+    struct Made: Sendable {
+        var outcome: Result<HTTPResponse, TransferError>
+        /// Added to the -32001 error's data when the outcome is a failure (a stub miss's `nearest`).
+        var failureData: JSONObject? = nil
+    }
+
+    let answer: @Sendable (_ attempt: Attempt, _ job: Job) -> Made
 }
 
 /// A stage's judgement of an attempt.

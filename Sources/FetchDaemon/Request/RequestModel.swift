@@ -46,6 +46,8 @@ struct RequestModel: Sendable {
     var comment: String?
     /// false: no auth rule applies to this request.
     var auth = true
+    /// The stub set this request is matched against (nil: none, unless the daemon applies one to every request).
+    var stubs: String?
 
     static let bodyFields = ["json", "form", "body", "bodyBase64", "bodyFile"]
 
@@ -121,6 +123,12 @@ struct RequestModel: Sendable {
         if let detach = try params.bool("detach") { self.detach = detach }
         comment = try params.string("comment")
         if let auth = try params.bool("auth") { self.auth = auth }
+        if let stubs = try params.string("stubs") {
+            guard !stubs.isEmpty, stubs.utf8.count <= 200 else {
+                throw RPCError.invalidParams(field: params.field("stubs"), "must be 1 to 200 bytes")
+            }
+            self.stubs = stubs
+        }
     }
 
     private static func readBody(_ params: inout ParamReader, policy: FilePolicy) throws -> Body {

@@ -7,7 +7,7 @@
 
 See Client for every method and fetchd_client.errors for the exceptions.
 """
-from .client import UNSET, Client, Response, default_socket_path
+from .client import UNSET, Client, Response, StubSet, default_socket_path
 from .errors import (Cancelled, ConnectError, ConnectionClosed, FetchdError, FileError,
                      InternalError, InvalidParams, InvalidRequest, MessageTooLarge,
                      MethodNotFound, NotAllowed, Overloaded, ParseError, RPCError, Timeout,
@@ -16,7 +16,7 @@ from .errors import (Cancelled, ConnectError, ConnectionClosed, FetchdError, Fil
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Response", "default_socket_path", "UNSET",
+    "Client", "Response", "StubSet", "default_socket_path", "UNSET",
     "FetchdError", "ConnectError", "UntrustedPeer", "ConnectionClosed", "Timeout", "RPCError",
     "ParseError", "InvalidRequest", "MethodNotFound", "InvalidParams", "InternalError",
     "TransportError", "Cancelled", "FileError", "NotAllowed", "Overloaded", "MessageTooLarge",

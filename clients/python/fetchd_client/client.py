@@ -438,6 +438,64 @@ class Client:
         """``getLogging`` -> ``{"enabled", "directory"}``."""
         return self._call("getLogging")
 
+    # ------------------------------------------------------------------ stubs
+    def add_stub(self, match: Optional[Mapping[str, Any]] = None,
+                 respond: Optional[Mapping[str, Any]] = None, *, set: Optional[str] = None,
+                 respond_sequence: Optional[Sequence[Mapping[str, Any]]] = None,
+                 fault: Optional[str] = None, priority: Optional[int] = None,
+                 times: Optional[int] = None) -> str:
+        """``addStub``: a canned answer for requests that name ``set`` (default
+        ``"default"``) with ``stubs=``. ``match`` (method, url, urlPrefix, urlPattern, query,
+        headers, bodyJson, bodyContains); exactly one of ``respond`` (status, headers, body,
+        bodyBase64, json, bodyFile, delayMs), ``respond_sequence`` and ``fault`` ("reset",
+        "timeout", "refused"). Returns the stub's id."""
+        params: Dict[str, Any] = {}
+        _put(params, "set", set)
+        _put(params, "match", dict(match) if match is not None else None)
+        _put(params, "respond", dict(respond) if respond is not None else None)
+        _put(params, "respondSequence", [dict(r) for r in respond_sequence] if respond_sequence is not None else None)
+        _put(params, "fault", fault)
+        _put(params, "priority", priority)
+        _put(params, "times", times)
+        return self._call("addStub", params)["stubId"]
+
+    def remove_stubs(self, set: Optional[str] = None, stub_id: Optional[str] = None) -> int:
+        """``removeStubs``: one stub, a set's, or (neither given) every stub. Returns how many."""
+        params: Dict[str, Any] = {}
+        _put(params, "set", set)
+        _put(params, "stubId", stub_id)
+        return self._call("removeStubs", params)["removed"]
+
+    def get_stubs(self, set: Optional[str] = None) -> Dict[str, Any]:
+        """``getStubs`` -> ``{"stubs": [{stubId, set, match, hits}], "misses": [{set, method,
+        url, nearest}]}`` (the last 100 misses)."""
+        params: Dict[str, Any] = {}
+        _put(params, "set", set)
+        return self._call("getStubs", params)
+
+    def set_stub_mode(self, set: str, on_miss: str) -> Dict[str, Any]:
+        """``setStubMode``: ``on_miss`` is ``"error"`` (a miss raises TransportError with kind
+        ``stubMiss``) or ``"network"``."""
+        return self._call("setStubMode", {"set": set, "onMiss": on_miss})
+
+    def load_stubs(self, set: str, har: PathLike) -> int:
+        """``loadStubs``: a HAR file (made absolute here) as stubs of ``set``. Returns how many."""
+        return self._call("loadStubs", {"set": set, "har": os.path.abspath(os.fspath(har))})["loaded"]
+
+    def record_stubs(self, set: str, har: PathLike) -> Dict[str, Any]:
+        """``recordStubs``: ``set``'s misses go to the network and are recorded, to the set and
+        to the HAR file ``har`` (made absolute here)."""
+        return self._call("recordStubs", {"set": set, "har": os.path.abspath(os.fspath(har))})
+
+    def stub_set(self, prefix: str = "test") -> "StubSet":
+        """A stub set of its own for one test, removed at exit::
+
+            with client.stub_set() as stubs:
+                stubs.add({"url": "https://api.example.com/v1/me"}, {"json": {"name": "ann"}})
+                r = stubs.fetch("https://api.example.com/v1/me")
+        """
+        return StubSet(self, f"{prefix}-{uuid.uuid4().hex[:12]}")
+
     # ------------------------------------------------------------------ internals
     def _job_call(self, method: str, params: Dict[str, Any], on_progress: Optional[Callback],
                   on_retrying: Optional[Callback], rpc_timeout: Optional[float]) -> Json:
@@ -611,6 +669,48 @@ class Client:
 _MODEL_KEYS = ("method", "headers", "query", "json", "form", "body", "body_base64", "body_file",
                "timeout", "connect_timeout", "retry", "max_redirects", "cookie_jar", "priority",
                "progress", "job_id", "detach", "comment")
+
+
+class StubSet:
+    """A uniquely named stub set (see :meth:`Client.stub_set`): ``add`` stubs to it, make
+    requests through it (``fetch``, ``download``, ``upload`` with ``stubs=name``); its stubs are
+    removed when the ``with`` block ends."""
+
+    def __init__(self, client: Client, name: str):
+        self.client = client
+        self.name = name
+
+    def __enter__(self) -> "StubSet":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.client.closed:
+            self.client.remove_stubs(set=self.name)
+
+    def add(self, match: Optional[Mapping[str, Any]] = None,
+            respond: Optional[Mapping[str, Any]] = None, **options: Any) -> str:
+        """:meth:`Client.add_stub` in this set."""
+        return self.client.add_stub(match, respond, set=self.name, **options)
+
+    def on_miss(self, mode: str) -> None:
+        self.client.set_stub_mode(self.name, mode)
+
+    def stubs(self) -> List[Dict[str, Any]]:
+        """This set's stubs with their ``hits``."""
+        return self.client.get_stubs(self.name)["stubs"]
+
+    def misses(self) -> List[Dict[str, Any]]:
+        """This set's last misses, each with its ``nearest`` stub."""
+        return self.client.get_stubs(self.name)["misses"]
+
+    def fetch(self, url: str, **options: Any) -> Response:
+        return self.client.fetch(url, stubs=self.name, **options)
+
+    def download(self, url: str, path: PathLike, **options: Any) -> Response:
+        return self.client.download(url, path, stubs=self.name, **options)
+
+    def upload(self, url: str, files: Iterable[Union[PathLike, Mapping[str, Any]]] = (), **options: Any) -> Response:
+        return self.client.upload(url, files, stubs=self.name, **options)
 
 
 def _model_options(options: Dict[str, Any]) -> Dict[str, Any]:

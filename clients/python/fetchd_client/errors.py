@@ -112,12 +112,18 @@ class InternalError(RPCError):
 class TransportError(RPCError):
     """-32001: the HTTP transfer failed after all attempts. ``kind`` is one of ``dns``,
     ``connect``, ``tls``, ``timeout``, ``reset``, ``protocol``, ``tooManyRedirects``,
-    ``bodyTooLarge``, ``other``."""
+    ``bodyTooLarge``, ``other``, or ``stubMiss`` (no stub of the request's set matched;
+    ``nearest`` then names the nearest stub and what differed)."""
     code = -32001
 
     @property
     def kind(self) -> Optional[str]:
         return self._d("kind")
+
+    @property
+    def nearest(self) -> Optional[Dict[str, Any]]:
+        """For ``stubMiss``: ``{"stubId", "differences"}``, or None."""
+        return self._d("nearest")
 
     @property
     def job_id(self) -> Optional[str]:

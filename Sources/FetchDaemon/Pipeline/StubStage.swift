@@ -1,0 +1,164 @@
+import Dispatch
+import FetchEngine
+import FoundationEssentials
+import JSONRPC
+
+/// Stubs (protocol.md, "Stubs"): a request that names a stub set (`stubs`, or every request
+/// of a daemon started with `--stubs` / `--offline`) is answered by the set's first matching
+/// stub instead of the network. The answer is a `Substitute`, made once every stage has
+/// prepared the attempt, so everything else still applies: the host's limits (this stage
+/// comes after HostLimitStage) and Retry-After pauses, the retry policy, a download's part
+/// file, progress and HTTP logs. A miss fails with -32001 kind `stubMiss` (one attempt), or
+/// goes to the network when the set says so. `delayMs` is a hold released by a timer: no
+/// thread waits.
+final class StubStage: Stage {
+    let stubs: StubStore
+    let timers: DispatchQueue
+
+    init(stubs: StubStore, timers: DispatchQueue) {
+        self.stubs = stubs
+        self.timers = timers
+    }
+
+    func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
+        guard let set = job.spec.model.stubs ?? stubs.implicitSet else { return .proceed }
+        // A job being recorded goes to the network on every attempt (its retries too).
+        if job.pipeline.stubRecording != nil {
+            attempt.request.recordsExchange = true
+            return .proceed
+        }
+        switch stubs.decide(set: set, StubRequest(attempt.request)) {
+        case .network:
+            return .proceed
+        case .record(_, let recording):
+            job.pipeline.stubRecording = recording
+            // Its hops are kept, for the HAR file.
+            attempt.request.recordsExchange = true
+            return .proceed
+        case .miss(let miss):
+            attempt.substitute = Substitute { _, _ in Self.missed(miss) }
+            return .proceed
+        case .answer(var answer, _):
+            var delay = answer.delayMs
+            // A delay the request's timeout does not allow ends as a real one would.
+            if delay > 0 && delay >= attempt.request.timeoutMs {
+                delay = attempt.request.timeoutMs
+                answer = .fault(.timeout)
+            }
+            attempt.substitute = Substitute { [answer, stubs] attempt, _ in
+                Self.following(answer, attempt.request, set: set, stubs: stubs)
+            }
+            return delay > 0 ? .hold(Self.delay(milliseconds: delay, on: timers)) : .proceed
+        }
+    }
+
+    /// recordStubs: what the network answered joins the set and the HAR file.
+    func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) {
+        guard let recording = job.pipeline.stubRecording, attempt.substitute == nil,
+              case .success(let response) = outcome else { return }
+        stubs.recorded(attempt.request, response, in: recording)
+        recording.append(Job.AttemptRecord(number: attempt.number, startedAt: Date(), request: attempt.request, outcome: .success(response)))
+    }
+
+    static func missed(_ miss: StubMiss) -> Substitute.Made {
+        Substitute.Made(outcome: .failure(TransferError(.stubMiss, miss.detail)), failureData: ["nearest": miss.nearestJSON])
+    }
+
+    static let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
+
+    /// The stub's answer, its redirects followed through the same set as libcurl follows real
+    /// ones (up to maxRedirects; 303, and 301 or 302 to a POST, continue as GET without a
+    /// body); a hop that no stub answers fails with stubMiss. Each hop's Set-Cookie reaches
+    /// the jar, as a real answer's does.
+    static func following(_ first: StubAnswer, _ original: HTTPRequest, set: String, stubs: StubStore) -> Substitute.Made {
+        var request = original
+        var answer = first
+        var hops: [ExchangeHop] = []
+        var redirects = 0
+        while true {
+            let made = outcome(answer, request)
+            guard case .success(var response) = made else { return Substitute.Made(outcome: made) }
+            if let jar = request.cookieJar {
+                let cookies = StubCookies.cookies(from: response.headers, url: request.url, now: Date())
+                if !cookies.isEmpty { stubs.storeCookies(cookies, jar) }
+            }
+            hops += response.exchange
+            guard original.maxRedirects > 0, redirectStatuses.contains(response.status),
+                  let location = response.headers.last(named: "Location"),
+                  let next = RequestURL.resolve(location, against: request.url) else {
+                response.redirects = redirects
+                response.exchange = hops
+                return Substitute.Made(outcome: .success(response))
+            }
+            guard redirects < original.maxRedirects else {
+                return Substitute.Made(outcome: .failure(TransferError(.tooManyRedirects, "Maximum (\(original.maxRedirects)) redirects followed")))
+            }
+            redirects += 1
+            let asGet = response.status == 303 ? !request.method.caseInsensitiveEquals("HEAD")
+                : (response.status == 301 || response.status == 302) && request.method.caseInsensitiveEquals("POST")
+            if asGet {
+                request.method = "GET"
+                request.body = .none
+            }
+            request.url = next
+            switch stubs.decide(set: set, StubRequest(request)) {
+            case .answer(let nextAnswer, _): answer = nextAnswer
+            case .miss(let miss), .network(let miss), .record(let miss, _): return missed(miss)
+            }
+        }
+    }
+
+    /// The answer as a transfer would have produced it.
+    static func outcome(_ answer: StubAnswer, _ request: HTTPRequest) -> Result<HTTPResponse, TransferError> {
+        let stubbed: StubResponse
+        switch answer {
+        case .fault(let fault): return .failure(fault.error)
+        case .respond(let response): stubbed = response
+        }
+        let body = request.method.caseInsensitiveEquals("HEAD") ? [] : stubbed.body
+        let sent: Int64 = if case .bytes(let bytes) = request.body { Int64(bytes.count) } else { 0 }
+        var response = HTTPResponse(
+            status: stubbed.status, headers: stubbed.headers, url: request.url, body: [], redirects: 0,
+            httpVersion: "stub", timings: TransferTimings(), sentBytes: sent, receivedBytes: Int64(body.count))
+        if request.recordsExchange {
+            // What HTTP logs show: the request as it would have gone, and the stub's answer.
+            var hop = ExchangeHop(url: request.url, method: request.method)
+            hop.requestHeaders = request.headers
+            hop.httpVersion = "stub"
+            hop.status = stubbed.status
+            hop.responseHeaders = stubbed.headers
+            response.exchange = [hop]
+        }
+        switch request.destination {
+        case .memory:
+            guard body.count <= request.maxBodyBytes else {
+                return .failure(TransferError(.bodyTooLarge, "the body is larger than maxBodyBytes (\(request.maxBodyBytes))"))
+            }
+            response.body = body
+        case .file(let target):
+            switch KnownBody.write(body, status: stubbed.status, headers: stubbed.headers, to: target) {
+            case .success(let written):
+                response.download = written.download
+                response.body = written.errorBody
+            case .failure(let error):
+                return .failure(error)
+            }
+        }
+        return .success(response)
+    }
+
+    /// Releases the attempt after the delay; a cancel releases it at once with its error.
+    static func delay(milliseconds: Int, on queue: DispatchQueue) -> Hold {
+        let pending = Locked<(@Sendable (Result<Void, any Error>) -> Void)?>(nil)
+        return Hold(
+            start: { release in
+                pending.withLock { $0 = release }
+                queue.asyncAfter(deadline: .now() + .milliseconds(milliseconds)) {
+                    pending.withLock { r in defer { r = nil }; return r }?(.success(()))
+                }
+            },
+            cancel: { error in
+                pending.withLock { r in defer { r = nil }; return r }?(.failure(error))
+            })
+    }
+}

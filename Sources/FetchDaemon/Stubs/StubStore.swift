@@ -1,0 +1,236 @@
+import FetchEngine
+import FoundationEssentials
+import JSONRPC
+
+/// Every stub set, in memory only: named sets of stubs, each set's mode for misses, and the
+/// last misses over all sets. Owned by the Daemon and handed to the stub stage and the stub
+/// methods; matching, hit counts and sequences happen under one lock, so two requests never
+/// take the same answer of a sequence or the last of a stub's `times`.
+final class StubStore: Sendable {
+    /// Stubs one set may hold; addStub past it is refused with -32005.
+    static let maxPerSet = 10_000
+    /// Misses kept for getStubs, over all sets.
+    static let keptMisses = 100
+    /// The answers' bodies of every stub together (bodyFile can bring 64 MiB each); addStub
+    /// or loadStubs past it is refused with -32005.
+    static let maxBodyBytes = 512 << 20
+    let maxBodyBytes: Int
+
+    /// What a set does with a request none of its stubs matches.
+    enum OnMiss: String, Sendable, CaseIterable {
+        case error, network
+    }
+
+    /// The set of a request that names none: "default" for a daemon started with `--stubs`
+    /// or `--offline`; nil otherwise, and such requests skip stubs at no cost.
+    let implicitSet: String?
+    /// `--offline`: a miss is always a stubMiss, whatever the set's mode.
+    let offline: Bool
+
+    private struct StubSet {
+        /// In the order they are tried: higher priority first, then the earlier stub.
+        var stubs: [Stub] = []
+        var onMiss = OnMiss.error
+        /// recordStubs: misses go to the network and are recorded.
+        var recording: StubRecording?
+    }
+
+    private struct State {
+        var sets: [String: StubSet] = [:]
+        var nextID = 1
+        /// The answers' bodies held, over all sets.
+        var bodyBytes = 0
+        /// The newest last.
+        var misses: [StubMiss] = []
+    }
+
+    private let state = Locked(State())
+    /// Puts a stubbed answer's cookies in the request's jar (the engine's jars).
+    let storeCookies: @Sendable (_ cookies: [Cookie], _ jar: String) -> Void
+
+    init(implicitSet: String? = nil, offline: Bool = false, maxBodyBytes: Int = StubStore.maxBodyBytes,
+         storeCookies: @escaping @Sendable ([Cookie], String) -> Void = { _, _ in }) {
+        self.maxBodyBytes = maxBodyBytes
+        self.implicitSet = implicitSet ?? (offline ? "default" : nil)
+        self.offline = offline
+        self.storeCookies = storeCookies
+    }
+
+    enum Decision: Sendable {
+        /// This stub answers (its hit is counted).
+        case answer(StubAnswer, stubID: String)
+        /// Nothing matched: the request fails with stubMiss.
+        case miss(StubMiss)
+        /// Nothing matched, and the set sends misses to the network.
+        case network(StubMiss)
+        /// Nothing matched; the set records what the network answers.
+        case record(StubMiss, StubRecording)
+    }
+
+    /// Finds the stub that answers the request, counting its hit; else records the miss.
+    func decide(set name: String, _ request: StubRequest) -> Decision {
+        state.withLock { s in
+            let stubs = s.sets[name]?.stubs ?? []
+            if let index = stubs.firstIndex(where: { !$0.exhausted && $0.match.matches(request) }) {
+                let answer = stubs[index].nextAnswer
+                s.sets[name]?.stubs[index].hits += 1
+                return .answer(answer, stubID: stubs[index].id)
+            }
+            let nearest = Stub.nearest(stubs, to: request).map { (stubID: $0.stub.id, differences: $0.differences) }
+            let miss = StubMiss(set: name, method: request.method, url: request.url, nearest: nearest)
+            s.misses.append(miss)
+            if s.misses.count > Self.keptMisses { s.misses.removeFirst(s.misses.count - Self.keptMisses) }
+            if !offline, let recording = s.sets[name]?.recording { return .record(miss, recording) }
+            let toNetwork = !offline && s.sets[name]?.onMiss == .network
+            return toNetwork ? .network(miss) : .miss(miss)
+        }
+    }
+
+    /// The stub's new id; -32005 past `maxPerSet` (nothing added).
+    func add(_ stub: StubParams) throws -> String {
+        try addAll(set: stub.set, [stub]).first ?? ""
+    }
+
+    /// All of them (to `set`, whatever each names) or none: a set that would go past
+    /// `maxPerSet` takes none.
+    func addAll(set name: String, _ drafts: [StubParams]) throws -> [String] {
+        try state.withLock { s throws -> [String] in
+            var entry = s.sets[name] ?? StubSet()
+            guard entry.stubs.count + drafts.count <= Self.maxPerSet else {
+                throw RPCError(.overloaded, "Overloaded: a stub set holds at most \(Self.maxPerSet) stubs", data: [
+                    "limit": JSONValue(Self.maxPerSet), "set": .string(name),
+                ])
+            }
+            let bytes = drafts.reduce(0) { $0 + Self.bodyBytes($1.answers) }
+            guard s.bodyBytes + bytes <= maxBodyBytes else {
+                throw RPCError(.overloaded, "Overloaded: the stubs' bodies would take more than \(maxBodyBytes) bytes", data: [
+                    "limit": JSONValue(maxBodyBytes), "set": .string(name),
+                ])
+            }
+            s.bodyBytes += bytes
+            var ids: [String] = []
+            for draft in drafts {
+                let id = "stub-\(s.nextID)"
+                s.nextID += 1
+                let stub = Stub(id: id, set: name, match: draft.match, answers: draft.answers, priority: draft.priority, times: draft.times)
+                // After every stub of the same or a higher priority: equal priorities keep their order.
+                let at = entry.stubs.last.map { $0.priority >= draft.priority } ?? true
+                    ? entry.stubs.endIndex
+                    : entry.stubs.firstIndex { $0.priority < draft.priority } ?? entry.stubs.endIndex
+                entry.stubs.insert(stub, at: at)
+                ids.append(id)
+            }
+            s.sets[name] = entry
+            return ids
+        }
+    }
+
+    /// Removes one stub (by id, in `set` if given), a whole set's stubs, or every stub;
+    /// returns how many went.
+    func remove(set name: String?, stubID: String?) -> Int {
+        state.withLock { s in
+            var removed = 0
+            for key in Array(s.sets.keys) where name == nil || key == name {
+                guard var entry = s.sets[key] else { continue }
+                let gone = entry.stubs.filter { stubID == nil || $0.id == stubID }
+                entry.stubs.removeAll { stubID == nil || $0.id == stubID }
+                s.bodyBytes -= gone.reduce(0) { $0 + Self.bodyBytes($1.answers) }
+                removed += gone.count
+                s.sets[key] = entry
+            }
+            return removed
+        }
+    }
+
+    /// recordStubs: from now on the set's misses are recorded (a new HAR file at `path`).
+    func record(set name: String, har path: String, log: Logger?) throws {
+        let recording = try StubRecording(set: name, path: path, log: log)
+        state.withLock { s in
+            var entry = s.sets[name] ?? StubSet()
+            entry.recording = recording
+            s.sets[name] = entry
+        }
+    }
+
+    /// A recorded exchange becomes an answer of the set: the next answer of the stub made for
+    /// the same request, or a new stub.
+    func recorded(_ request: HTTPRequest, _ response: HTTPResponse, in recording: StubRecording) {
+        var answer = StubResponse(status: response.status, body: response.body)
+        answer.headers = response.headers.filter { header in !HARStubs.wireHeaders.contains(where: header.name.caseInsensitiveEquals) }
+        let (key, body) = StubRecording.identity(request)
+        let appended = state.withLock { s -> Bool in
+            guard let existing = recording.stubID(for: key),
+                  let index = s.sets[recording.set]?.stubs.firstIndex(where: { $0.id == existing }) else { return false }
+            s.sets[recording.set]?.stubs[index].answers.append(.respond(answer))
+            s.bodyBytes += answer.body.count
+            return true
+        }
+        if appended { return }
+        let match = StubMatch.recorded(method: request.method, url: request.url, body: body)
+        if let id = try? add(StubParams(set: recording.set, match: match, answers: [.respond(answer)])) {
+            recording.remember(id, for: key)
+        }
+    }
+
+    private static func bodyBytes(_ answers: [StubAnswer]) -> Int {
+        answers.reduce(0) { total, answer in
+            if case .respond(let response) = answer { return total + response.body.count }
+            return total
+        }
+    }
+
+    /// The answers' bodies held now, over all sets (tests).
+    var heldBodyBytes: Int { state.withLock { $0.bodyBytes } }
+
+    func setMode(_ mode: OnMiss, for name: String) {
+        state.withLock { s in
+            var entry = s.sets[name] ?? StubSet()
+            entry.onMiss = mode
+            s.sets[name] = entry
+        }
+    }
+
+    /// The stubs of one set (or of all, by set name), in the order they are tried, and the last misses (oldest first).
+    func snapshot(set name: String?) -> (stubs: [Stub], misses: [StubMiss]) {
+        state.withLock { s in
+            let names = name.map { [$0] } ?? s.sets.keys.sorted()
+            return (names.flatMap { s.sets[$0]?.stubs ?? [] }, s.misses)
+        }
+    }
+
+    /// A HAR file's entries as stubs of `set` (HARStubs): all or none. A file that cannot be
+    /// read is a file error (-32003); one that is not HAR, -32602 naming `har`.
+    func load(harFile path: String, set name: String) throws -> Int {
+        let document = try Self.readJSON(path, field: "har")
+        do {
+            return try addAll(set: name, try HARStubs.stubs(from: document, set: name)).count
+        } catch let invalid as HARStubs.Invalid {
+            throw RPCError.invalidParams(field: "har", "\(path): \(invalid.reason)")
+        }
+    }
+
+    /// `--stubs FILE`: a HAR file, or a JSON array of addStub params (each in the set it
+    /// names, "default" if none); all or none. Errors name the entry.
+    func load(startupFile path: String, policy: FilePolicy) throws -> Int {
+        let document = try Self.readJSON(path, field: "--stubs")
+        guard case .array(let entries) = document else { return try load(harFile: path, set: "default") }
+        let drafts = try entries.enumerated().map { index, entry in try StubParams(entry, policy: policy, path: "[\(index)]") }
+        var added = 0
+        for set in Set(drafts.map(\.set)).sorted() { added += try addAll(set: set, drafts.filter { $0.set == set }).count }
+        return added
+    }
+
+    private static func readJSON(_ path: String, field: String) throws -> JSONValue {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw TransferFileError(path: path, detail: "cannot be read as UTF-8 text")
+        }
+        do {
+            return try JSONCodec.decode(text)
+        } catch {
+            throw RPCError.invalidParams(field: field, "\(path) is not JSON: \(error)")
+        }
+    }
+}
