@@ -97,6 +97,7 @@ public final class Daemon: Sendable {
             UploadMethod(driver: driver, policy: policy),
             CancelMethod(jobs: jobs),
             ListJobsMethod(jobs: jobs),
+            GetJobMethod(jobs: jobs),
             SetRateLimitMethod(admission: admission),
             SetLoggingMethod(httpLog: httpLog),
             GetLoggingMethod(httpLog: httpLog),

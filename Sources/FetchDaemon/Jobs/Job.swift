@@ -72,9 +72,13 @@ final class Job: Sendable {
     private let cancelSeen = Atomic<Bool>(false)
     var mayHaveBeenCancelled: Bool { cancelSeen.load(ordering: .sequentiallyConsistent) }
 
+    /// How many daemon restarts this durable job has been resumed after (0: never).
+    let restarts: Int
+
     init(id: String, transferID: UInt64, connectionID: UInt64, spec: JobSpec, context: RPCContext,
-         bodyBudget: BodyBudget? = nil, reply: @escaping ReplyingRPCMethod.Reply) {
+         bodyBudget: BodyBudget? = nil, restarts: Int = 0, reply: @escaping ReplyingRPCMethod.Reply) {
         self.id = id
+        self.restarts = restarts
         self.transferID = transferID
         self.connectionID = connectionID
         self.spec = spec
@@ -83,7 +87,9 @@ final class Job: Sendable {
         mutable = Locked(Mutable(reply: reply))
     }
 
-    var detach: Bool { spec.model.detach }
+    /// A durable job survives the daemon (Durable jobs); it is always detached.
+    var detach: Bool { spec.model.detach || spec.durable }
+    var durable: Bool { spec.durable }
     var comment: String? { spec.model.comment }
 
     /// Attempts handed to the engine so far.

@@ -312,8 +312,7 @@ struct JobDriver: Sendable {
         case .failure(let cancelled as JobCancelled): outcome = .cancelled(cancelled.by.rawValue)
         case .failure(let error): outcome = .failed(ErrorMapping.rpcError(for: error).message)
         }
-        let succeeded = if case .success = answer { true } else { false }
-        jobs.finish(job, succeeded: succeeded)
+        jobs.finish(job, answer: answer)
         services.httpLog.jobFinished(job, outcome: outcome)
         services.log.debug("job \(job.id): \(outcome.text) after \(job.attempts) attempt(s), \(ContinuousClock.now - job.startedAt)")
         reply(answer)

@@ -28,9 +28,12 @@ final class JobSpec: Sendable {
     /// The stages prepare each attempt on the blocking threads: they or the transfer open
     /// files the client named, which is never done on the thread that reads requests.
     let preparesOnWorker: Bool
+    /// `durable: true` (download and upload): written to the state directory, resumed after a restart.
+    let durable: Bool
 
     init(kind: Kind, model: RequestModel, request: HTTPRequest, stages: [any Stage], retryPolicy: RetryPolicy? = nil,
-         preparesOnWorker: Bool = false, answer: Answer) {
+         preparesOnWorker: Bool = false, durable: Bool = false, answer: Answer) {
+        self.durable = durable
         self.kind = kind
         self.model = model
         host = HostKey(model.url)
