@@ -98,6 +98,7 @@ public final class Daemon: Sendable {
             CancelMethod(jobs: jobs),
             ListJobsMethod(jobs: jobs),
             GetJobMethod(jobs: jobs),
+            AttachMethod(jobs: jobs),
             SetRateLimitMethod(admission: admission),
             SetLoggingMethod(httpLog: httpLog),
             GetLoggingMethod(httpLog: httpLog),

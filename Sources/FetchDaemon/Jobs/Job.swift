@@ -60,6 +60,17 @@ final class Job: Sendable {
         var pending: (attempt: Attempt, prepared: Int)?
         var hold: Hold?
         var reply: ReplyingRPCMethod.Reply?
+        /// Other connections' `attach` requests, answered with the job's own answer.
+        var attached: [Attachment] = []
+        /// How many of them asked for progress notifications.
+        var watching = 0
+    }
+
+    /// One `attach` request: answered as the job's own request, notified if it asked.
+    struct Attachment: Sendable {
+        let context: RPCContext
+        let progress: Bool
+        let reply: ReplyingRPCMethod.Reply
     }
 
     /// What the stages keep between a job's attempts. The driver calls a job's stages one at a
@@ -133,8 +144,34 @@ final class Job: Sendable {
         }
     }
 
-    func record(_ progress: TransferProgress) {
-        mutable.withLock { $0.progress = progress }
+    /// Keeps the latest progress; returns the attached connections that want it.
+    @discardableResult
+    func record(_ progress: TransferProgress) -> [RPCContext] {
+        mutable.withLock { m in
+            m.progress = progress
+            return m.watching == 0 ? [] : m.attached.filter(\.progress).map(\.context)
+        }
+    }
+
+    /// The attached connections that asked for notifications.
+    var watchers: [RPCContext] {
+        mutable.withLock { m in m.watching == 0 ? [] : m.attached.filter(\.progress).map(\.context) }
+    }
+
+    /// Called by the registry while the job is live (under the registry's lock, so the job
+    /// cannot leave in between): `takeAttached` after the job has left hands it out.
+    func attach(_ attachment: Attachment) {
+        mutable.withLock { m in
+            m.attached.append(attachment)
+            if attachment.progress { m.watching += 1 }
+        }
+    }
+
+    func takeAttached() -> [Attachment] {
+        mutable.withLock { m in
+            defer { m.attached = []; m.watching = 0 }
+            return m.attached
+        }
     }
 
     func record(_ attempt: AttemptRecord) {

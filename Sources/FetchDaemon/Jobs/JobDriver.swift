@@ -250,11 +250,14 @@ struct JobDriver: Sendable {
     }
 
     private func scheduleRetry(_ job: Job, delay: Double, attempt: Int, reason: String) {
-        if job.spec.model.progress {
-            job.context.notify("retrying", [
+        let watchers = job.watchers
+        if job.spec.model.progress || !watchers.isEmpty {
+            let params: JSONValue = [
                 "jobId": .string(job.id), "attempt": JSONValue(attempt),
                 "delayMs": JSONValue(Int((delay * 1000).rounded())), "reason": .string(reason),
-            ])
+            ]
+            if job.spec.model.progress { job.context.notify("retrying", params) }
+            for watcher in watchers { watcher.notify("retrying", params) }
         }
         services.timers.asyncAfter(deadline: .now() + .nanoseconds(Int((delay * 1e9).rounded(.up)))) {
             handle(job, .retryTimerFired)
@@ -264,8 +267,11 @@ struct JobDriver: Sendable {
     private func progressReporter(_ job: Job) -> @Sendable (TransferProgress) -> Void {
         let notifies = job.spec.model.progress
         return { progress in
-            job.record(progress)
-            if notifies { job.context.notify("progress", ResponseFields.progress(jobID: job.id, progress)) }
+            let watchers = job.record(progress)
+            guard notifies || !watchers.isEmpty else { return }
+            let params = ResponseFields.progress(jobID: job.id, progress)
+            if notifies { job.context.notify("progress", params) }
+            for watcher in watchers { watcher.notify("progress", params) }
         }
     }
 
@@ -316,6 +322,9 @@ struct JobDriver: Sendable {
         services.httpLog.jobFinished(job, outcome: outcome)
         services.log.debug("job \(job.id): \(outcome.text) after \(job.attempts) attempt(s), \(ContinuousClock.now - job.startedAt)")
         reply(answer)
+        // Attached after the job left the registry is impossible: the registry attaches
+        // only live jobs, under its lock, and `finish` above took the job out.
+        for attached in job.takeAttached() { attached.reply(answer) }
     }
 }
 

@@ -127,6 +127,18 @@ final class JobRegistry: Sendable {
         }
     }
 
+    /// `attach`: a live job answers the attachment with its own answer when it ends
+    /// (`.live`); an ended one's answer is returned at once (`.ended`); nil: unknown id.
+    func attach(_ jobID: String, _ attachment: Job.Attachment) -> JobLookup? {
+        state.withLock { s in
+            if let job = s.live[jobID] {
+                job.attach(attachment)
+                return .live(job)
+            }
+            return s.ended[jobID].map(JobLookup.ended)
+        }
+    }
+
     var liveCount: Int { state.withLock { $0.live.count } }
 
     var snapshots: [Job.Snapshot] {

@@ -25,7 +25,14 @@ struct GetJobMethod: InlineRPCMethod {
             }
             return .object(result)
         case nil:
-            throw RPCError.invalidParams(field: "jobId", "no live job and no recently ended job has this id")
+            throw RPCError.unknownJob
         }
+    }
+}
+
+extension RPCError {
+    /// An id that is neither live nor among the last 1,000 ended jobs (getJob, attach).
+    static var unknownJob: RPCError {
+        .invalidParams(field: "jobId", "no live job and no recently ended job has this id")
     }
 }
