@@ -1,13 +1,17 @@
 """Durable jobs (issue 19): getJob for live and ended jobs, attach from other connections,
 and --state-dir with `durable: true` surviving a kill -9 of the daemon."""
+import hashlib
 import json
 import os
 import shutil
+import signal
 import tempfile
 import unittest
 
-from harness import Daemon, DaemonTestCase, RPCError, wait_for
+from harness import Daemon, DaemonTestCase, RPCError, servers, wait_for
 from jobhelpers import collect, key, send_request
+from test_download import ranged_log
+import testserver
 
 SLOW = "/slow-body?chunks=30&ms=100"  # 30 bytes over ~3 s
 
@@ -108,3 +112,103 @@ class TestAttach(DaemonTestCase):
             self.c.call("attach", {"jobId": "nope-" + key()})
         self.assertEqual(caught.exception.code, -32602)
         self.assertEqual(caught.exception.data.get("field"), "jobId")
+
+
+class TestDurable(unittest.TestCase):
+    """A durable download survives kill -9 of its daemon: the next daemon with the same
+    --state-dir resumes it, from its part file, with the same jobId."""
+
+    def setUp(self):
+        self.srv = servers()
+        self.base = tempfile.mkdtemp(prefix="fetchd-state-")
+        self.state = os.path.join(self.base, "state", "fetchd")  # made by the daemon
+        self.out_dir = tempfile.mkdtemp(prefix="fetchd-durable-out-")
+        self.daemons = []
+
+    def tearDown(self):
+        for d in self.daemons:
+            d.close()
+        shutil.rmtree(self.base, ignore_errors=True)
+        shutil.rmtree(self.out_dir, ignore_errors=True)
+
+    def daemon(self):
+        d = Daemon("--state-dir", self.state).start()
+        self.daemons.append(d)
+        return d
+
+    def jobs_dir(self):
+        return os.path.join(self.state, "jobs")
+
+    def test_kill_9_mid_transfer_then_resume(self):
+        size, cut = 300_000, 100_000
+        job, name = key("dur"), key("durlog")
+        out = os.path.join(self.out_dir, "big.bin")
+        url = f"{self.srv.test_url}/ranged/{size}?etag=v1&key={name}&stall-after={cut}"
+        first = self.daemon()
+        c = first.client()
+        send_request(c, "download", {"url": url, "path": out, "jobId": job, "durable": True,
+                                     "headers": {"Authorization": "Bearer s3cret-token", "X-Trace": "t1"}})
+        job_file = os.path.join(self.jobs_dir(), job + ".json")
+        wait_for(lambda: os.path.exists(job_file), timeout=5, message="the job file was never written")
+        self.assertEqual(os.stat(self.state).st_mode & 0o777, 0o700)
+        self.assertEqual(os.stat(self.jobs_dir()).st_mode & 0o777, 0o700)
+        with open(job_file) as f:
+            stored = json.load(f)
+        self.assertEqual(stored["jobId"], job)
+        self.assertEqual(stored["restarts"], 0)
+        self.assertEqual(stored["params"]["headers"], {"X-Trace": "t1"}, "credentials are never stored")
+        self.assertNotIn("s3cret", json.dumps(stored))
+        self.assertTrue(c.call("getJob", {"jobId": job})["durable"])
+        wait_for(lambda: os.path.exists(out + ".part") and os.path.getsize(out + ".part") >= cut, timeout=10,
+                 message="the first part never arrived")
+        self.assertFalse(os.path.exists(out), "nothing under the final name before it is complete")
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+
+        second = self.daemon()
+        with second.client() as c2:
+            got = c2.call("getJob", {"jobId": job})
+            self.assertTrue(got["durable"], got)
+            self.assertEqual(got["restarts"], 1, got)
+            result = c2.call("attach", {"jobId": job}, timeout=30)
+            ended = c2.call("getJob", {"jobId": job})
+        data = testserver.det_bytes(size)
+        self.assertEqual(result["sha256"], hashlib.sha256(data).hexdigest(), result)
+        self.assertTrue(result["resumed"], result)
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), data)
+        self.assertEqual(ended["state"], "finished", ended)
+        self.assertEqual(ended["restarts"], 1, ended)
+        self.assertEqual(ended["result"]["sha256"], result["sha256"])
+        log = ranged_log(name)
+        self.assertEqual(len(log), 2, log)
+        self.assertIsNone(log[0]["range"], log)
+        self.assertEqual(log[1]["range"], f"bytes={cut}-", log)
+        self.assertEqual(log[1]["ifRange"], '"v1"', log)
+        self.assertEqual(log[1]["status"], 206, log)
+        wait_for(lambda: not os.path.exists(job_file), timeout=5, message="the job file outlived the job")
+
+    def test_corrupt_job_file_is_moved_aside(self):
+        os.makedirs(self.jobs_dir(), mode=0o700)
+        os.chmod(self.state, 0o700)
+        bad = os.path.join(self.jobs_dir(), "broken.json")
+        with open(bad, "w") as f:
+            f.write('{"version": 1, "jobId": "broken", "meth')
+        d = self.daemon()
+        with d.client() as c:
+            self.assertEqual(c.call("ping"), "pong")
+        self.assertFalse(os.path.exists(bad))
+        self.assertTrue(os.path.exists(bad + ".corrupt"))
+        self.assertIn("broken.json is not a job", d.stderr_text())
+
+    def test_state_dir_with_open_mode_is_refused(self):
+        os.makedirs(self.state, mode=0o755)
+        os.chmod(self.state, 0o755)
+        d = self.daemon()
+        with d.client() as c:
+            with self.assertRaises(RPCError) as caught:
+                c.call("download", {"url": self.srv.test_url + "/status/200", "durable": True,
+                                    "path": os.path.join(self.out_dir, "x")})
+        self.assertEqual(caught.exception.code, -32003)
+        self.assertIn("has mode 0755", json.dumps(caught.exception.data))
+        self.assertEqual(os.listdir(self.out_dir), [])

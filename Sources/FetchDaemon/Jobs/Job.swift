@@ -87,9 +87,9 @@ final class Job: Sendable {
     let restarts: Int
 
     init(id: String, transferID: UInt64, connectionID: UInt64, spec: JobSpec, context: RPCContext,
-         bodyBudget: BodyBudget? = nil, restarts: Int = 0, reply: @escaping ReplyingRPCMethod.Reply) {
+         bodyBudget: BodyBudget? = nil, reply: @escaping ReplyingRPCMethod.Reply) {
         self.id = id
-        self.restarts = restarts
+        restarts = spec.durableRecord?.restarts ?? 0
         self.transferID = transferID
         self.connectionID = connectionID
         self.spec = spec
@@ -233,10 +233,13 @@ struct JobServices: Sendable {
     let commonStages: [any Stage]
     /// Stub sets (the stub stage answers from them).
     let stubs: StubStore
+    /// Where durable jobs are written down (nil: durable jobs are refused).
+    let durable: DurableStore?
 
     init(engine: HTTPEngine, admission: HostAdmission, credentials: CredentialStore, httpLog: HTTPLog, log: Logger,
          answers: WorkerThreads, tasks: WorkerThreads, blocking: WorkerThreads, timers: DispatchQueue,
-         stubs: StubStore = StubStore()) {
+         stubs: StubStore = StubStore(), durable: DurableStore? = nil) {
+        self.durable = durable
         self.engine = engine
         self.admission = admission
         self.httpLog = httpLog

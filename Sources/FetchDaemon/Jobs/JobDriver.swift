@@ -30,9 +30,28 @@ struct JobDriver: Sendable {
     /// thrown here.
     func start(_ spec: JobSpec, context: RPCContext, reply: @escaping ReplyingRPCMethod.Reply) throws {
         let job = try jobs.register(spec, context: context, reply: reply)
+        if let record = spec.durableRecord {
+            // Written down (fsync) before the first byte is sent.
+            do {
+                guard let store = services.durable else { throw NotAllowed(detail: "durable jobs need a state directory") }
+                try store.save(record)
+            } catch {
+                jobs.withdraw(job)
+                throw error
+            }
+        }
         let comment = spec.model.comment.map { ", comment: \($0)" } ?? ""
         services.log.debug("job \(job.id) from connection \(context.connectionID): \(spec.request.method) \(spec.request.url)\(comment)")
         handle(job, .begin)
+    }
+
+    /// What a durable job writes down: its params without credentials, under its jobId
+    /// (one is given here when the client gave none, so the file can be named before the
+    /// job is registered).
+    func durableRecord(_ method: String, _ params: JSONValue?, model: inout RequestModel, restarts: Int) -> DurableStore.Record {
+        let jobID = model.jobID ?? "job-\(jobs.freshTransferID())"
+        model.jobID = jobID
+        return DurableStore.Record(jobID: jobID, method: method, params: DurableStore.storable(params, jobID: jobID), restarts: restarts)
     }
 
     /// `start` for methods that run in a task.
@@ -319,6 +338,12 @@ struct JobDriver: Sendable {
         case .failure(let error): outcome = .failed(ErrorMapping.rpcError(for: error).message)
         }
         jobs.finish(job, answer: answer)
+        if job.durable, let store = services.durable {
+            // A job stopped by the daemon's shutdown is resumed by the next daemon.
+            if case .failure(let cancelled as JobCancelled) = answer, cancelled.by == .shutdown {} else {
+                services.blocking.execute { store.remove(jobID: job.id) }
+            }
+        }
         services.httpLog.jobFinished(job, outcome: outcome)
         services.log.debug("job \(job.id): \(outcome.text) after \(job.attempts) attempt(s), \(ContinuousClock.now - job.startedAt)")
         reply(answer)

@@ -35,7 +35,7 @@ final class JobRegistry: Sendable {
 
     /// Registers a job under the client's id, or a fresh one.
     func register(_ spec: JobSpec, context: RPCContext, reply: @escaping ReplyingRPCMethod.Reply) throws -> Job {
-        let jobID = spec.model.jobID, detach = spec.model.detach, connectionID = context.connectionID
+        let jobID = spec.model.jobID, detach = spec.model.detach || spec.durable, connectionID = context.connectionID
         return try state.withLock { s throws -> Job in
             if s.shuttingDown { throw JobCancelled(jobID: jobID ?? "", by: .shutdown) }
             let number = s.nextNumber
@@ -57,6 +57,13 @@ final class JobRegistry: Sendable {
                           bodyBudget: s.budgets[connectionID], reply: reply)
             s.live[id] = job
             return job
+        }
+    }
+
+    /// A job registered but never begun leaves without a trace (its durable record could not be written).
+    func withdraw(_ job: Job) {
+        state.withLock { s in
+            if s.live[job.id] === job { s.live[job.id] = nil }
         }
     }
 
