@@ -159,6 +159,8 @@ class TestDurable(unittest.TestCase):
         self.assertEqual(stored["params"]["headers"], {"X-Trace": "t1"}, "credentials are never stored")
         self.assertNotIn("s3cret", json.dumps(stored))
         self.assertTrue(c.call("getJob", {"jobId": job})["durable"])
+        listed = [j for j in c.call("listJobs")["jobs"] if j["jobId"] == job]
+        self.assertEqual([j["durable"] for j in listed], [True], listed)
         wait_for(lambda: os.path.exists(out + ".part") and os.path.getsize(out + ".part") >= cut, timeout=10,
                  message="the first part never arrived")
         self.assertFalse(os.path.exists(out), "nothing under the final name before it is complete")
@@ -212,3 +214,56 @@ class TestDurable(unittest.TestCase):
         self.assertEqual(caught.exception.code, -32003)
         self.assertIn("has mode 0755", json.dumps(caught.exception.data))
         self.assertEqual(os.listdir(self.out_dir), [])
+
+    def start_stalled(self, d, job, name, size=200_000, cut=50_000):
+        out = os.path.join(self.out_dir, job + ".bin")
+        url = f"{self.srv.test_url}/ranged/{size}?etag=v1&key={name}&stall-after={cut}"
+        c = d.client()
+        send_request(c, "download", {"url": url, "path": out, "jobId": job, "durable": True})
+        wait_for(lambda: os.path.exists(out + ".part") and os.path.getsize(out + ".part") >= cut, timeout=10,
+                 message="the first part never arrived")
+        return c, out
+
+    def test_sigterm_keeps_the_job_and_disconnect_does_not_cancel(self):
+        job, name = key("durterm"), key("durtermlog")
+        first = self.daemon()
+        c, out = self.start_stalled(first, job, name)
+        c.close()  # durable implies detach
+        with first.client() as c2:
+            self.assertEqual(c2.call("getJob", {"jobId": job})["state"], "running")
+        self.assertEqual(first.stop(signal.SIGTERM), 0)
+        self.assertTrue(os.path.exists(os.path.join(self.jobs_dir(), job + ".json")),
+                        "a durable job cancelled by the shutdown keeps its file")
+        second = self.daemon()
+        with second.client() as c3:
+            result = c3.call("attach", {"jobId": job}, timeout=30)
+            self.assertEqual(c3.call("getJob", {"jobId": job})["restarts"], 1)
+        self.assertEqual(result["sha256"], hashlib.sha256(testserver.det_bytes(200_000)).hexdigest())
+        self.assertIn("resumed 1 durable job(s)", second.stderr_text())
+
+    def test_cancel_of_a_restored_job(self):
+        job, name = key("durcancel"), key("durcancellog")
+        first = self.daemon()
+        self.start_stalled(first, job, name)
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        job_file = os.path.join(self.jobs_dir(), job + ".json")
+        with open(job_file) as f:
+            stored = json.load(f)
+        # The resumed download goes to a route that sends its body slowly (and ignores the
+        # Range: it starts over), so it is still running when the cancel comes.
+        stored["params"]["url"] = self.srv.test_url + "/slow-body?chunks=100&ms=100"
+        with open(job_file, "w") as f:
+            json.dump(stored, f)
+        second = self.daemon()
+        with second.client() as c:
+            attached = send_request(c, "attach", {"jobId": job})
+            with second.client() as c2:
+                wait_for(lambda: c2.call("getJob", {"jobId": job})["state"] == "running", timeout=5)
+                self.assertEqual(c2.call("cancel", {"jobId": job}), {"cancelled": True})
+            answer = collect(c, attached, timeout=5).answer
+            self.assertEqual(answer["error"]["code"], -32002, answer)
+            got = c.call("getJob", {"jobId": job})
+        self.assertEqual(got["state"], "cancelled", got)
+        self.assertEqual(got["restarts"], 1, got)
+        wait_for(lambda: not os.path.exists(job_file), timeout=5, message="a cancelled job's file stays")

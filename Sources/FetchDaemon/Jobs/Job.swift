@@ -38,6 +38,7 @@ final class Job: Sendable {
         let attempt: Int
         let progress: TransferProgress?
         let comment: String?
+        let durable: Bool
     }
 
     let id: String
@@ -201,7 +202,8 @@ final class Job: Sendable {
     var snapshot: Snapshot {
         mutable.withLock {
             Snapshot(jobID: id, kind: spec.kind, method: spec.request.method, url: spec.request.url,
-                     state: $0.machine.state, attempt: $0.machine.attempts, progress: $0.progress, comment: comment)
+                     state: $0.machine.state, attempt: $0.machine.attempts, progress: $0.progress, comment: comment,
+                     durable: durable)
         }
     }
 }
