@@ -7,6 +7,8 @@ import shutil
 import signal
 import tempfile
 import unittest
+import urllib.error
+import urllib.request
 
 from harness import Daemon, DaemonTestCase, RPCError, servers, wait_for
 from jobhelpers import collect, key, send_request
@@ -267,3 +269,45 @@ class TestDurable(unittest.TestCase):
         self.assertEqual(got["state"], "cancelled", got)
         self.assertEqual(got["restarts"], 1, got)
         wait_for(lambda: not os.path.exists(job_file), timeout=5, message="a cancelled job's file stays")
+
+    def test_resumable_upload_asks_for_its_offset_after_kill_9(self):
+        chunk, size = 64 << 10, 256 << 10
+        sid = key("durup")
+        src = os.path.join(self.out_dir, "up.bin")
+        data = testserver.det_bytes(size, seed=7)
+        with open(src, "wb") as f:
+            f.write(data)
+        info_url = f"{self.srv.test_url}/resumable/session/{sid}/info"
+
+        def info():
+            try:
+                with urllib.request.urlopen(info_url, timeout=10) as r:
+                    return json.loads(r.read())
+            except urllib.error.HTTPError:
+                return {}  # not started yet
+
+        first = self.daemon()
+        c = first.client()
+        job = key("durupjob")
+        send_request(c, "upload", {"url": f"{self.srv.test_url}/resumable/start?key={sid}&hold-chunk=3&hold-ms=1000",
+                                   "files": [{"path": src}], "resumable": {"chunkSize": chunk},
+                                   "jobId": job, "durable": True})
+        wait_for(lambda: info().get("holding"), timeout=10, message="the third chunk was never held")
+        with open(os.path.join(self.jobs_dir(), job + ".json")) as f:
+            self.assertTrue(json.load(f)["sessionUrl"].endswith("/resumable/session/" + sid))
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        wait_for(lambda: not info()["holding"], timeout=5)  # the server keeps the held chunk
+        self.assertEqual(info()["size"], 3 * chunk)
+
+        second = self.daemon()
+        with second.client() as c2:
+            result = c2.call("attach", {"jobId": job}, timeout=30)
+            self.assertEqual(c2.call("getJob", {"jobId": job})["restarts"], 1)
+        self.assertEqual(result["status"], 200, result)
+        done = info()
+        self.assertEqual(done["status"], "final", done)
+        self.assertEqual(done["sha256"], hashlib.sha256(data).hexdigest())
+        # one session: the start, 3 chunks, the new daemon's query, the last chunk from the offset
+        self.assertEqual(done["commands"], ["start", "upload", "upload", "upload", "query", "upload, finalize"], done)
+        self.assertEqual(done["offsets"][-1], 3 * chunk, done["offsets"])

@@ -20,6 +20,8 @@ final class DurableStore: Sendable {
         let method: String
         let params: JSONValue
         let restarts: Int
+        /// A resumable upload's session, once the server gave one.
+        var sessionURL: String? = nil
     }
 
     /// Headers never written to the state directory (their auth rule applies again).
@@ -69,6 +71,7 @@ final class DurableStore: Sendable {
         let value: JSONValue = [
             "version": 1, "jobId": .string(record.jobID), "method": .string(record.method),
             "restarts": JSONValue(record.restarts), "params": record.params,
+            "sessionUrl": JSONValue(record.sessionURL),
         ]
         try LocalFile.replace(Self.fileName(for: record.jobID), in: jobsDirectory, with: JSONCodec.encode(value))
     }
@@ -118,7 +121,8 @@ final class DurableStore: Sendable {
               case .object(let params)? = value["params"], params["jobId"]?.stringValue == jobID,
               case .integer(let restarts)? = value["restarts"], restarts >= 0
         else { return nil }
-        return Record(jobID: jobID, method: method, params: .object(params), restarts: Int(restarts))
+        return Record(jobID: jobID, method: method, params: .object(params), restarts: Int(restarts),
+                      sessionURL: value["sessionUrl"]?.stringValue)
     }
 
     private func prepare() throws(StartupError) {
@@ -146,18 +150,19 @@ final class DurableStore: Sendable {
 /// after a restart, from what was written down.
 protocol DurableJobMethod: RPCMethod {
     var driver: JobDriver { get }
-    func spec(_ params: JSONValue?, restarts: Int) throws -> JobSpec
+    /// `resuming`: what a daemon before wrote down (nil: a client's request).
+    func spec(_ params: JSONValue?, resuming: DurableStore.Record?) throws -> JobSpec
 }
 
 extension DurableJobMethod {
     func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
-        try await driver.run(try spec(params, restarts: 0), context: context)
+        try await driver.run(try spec(params, resuming: nil), context: context)
     }
 
     /// A durable job left by the daemon before: started again with its jobId (a download
     /// continues its part file, an upload starts over).
     func resume(_ record: DurableStore.Record) throws {
-        try driver.start(try spec(record.params, restarts: record.restarts + 1), context: .resumed) { _ in }
+        try driver.start(try spec(record.params, resuming: record), context: .resumed) { _ in }
     }
 }
 

@@ -105,9 +105,9 @@ struct UploadMethod: DurableJobMethod {
     let driver: JobDriver
     let policy: FilePolicy
 
-    func spec(_ raw: JSONValue?, restarts: Int) throws -> JobSpec {
+    func spec(_ raw: JSONValue?, resuming: DurableStore.Record?) throws -> JobSpec {
         var params = try Params(raw, policy: policy)
-        let durableRecord = params.durable ? driver.durableRecord(Self.name, raw, model: &params.model, restarts: restarts) : nil
+        let durableRecord = params.durable ? driver.durableRecord(Self.name, raw, model: &params.model, resuming: resuming) : nil
         let requested = params.files
         // Strict by default: an unreadable file stops the upload before anything is sent.
         var failedFiles: [String] = []
@@ -134,9 +134,18 @@ struct UploadMethod: DurableJobMethod {
             var info = stat()
             guard stat(path, &info) == 0 else { throw TransferFileError(path: path, detail: String(cString: strerror(errno))) }
             let jobs = driver.jobs
+            var sessionStarted: (@Sendable (String) throws -> Void)? = nil
+            if let durableRecord, let store = driver.services.durable {
+                sessionStarted = { url in
+                    var record = durableRecord
+                    record.sessionURL = url
+                    try store.save(record)
+                }
+            }
             let session = ResumableUploadStage(
                 path: path, fileSize: Int64(info.st_size), chunkSize: chunkSize, contentType: file.mimetype,
-                engine: driver.services.engine, freshTransferID: { jobs.freshTransferID() })
+                engine: driver.services.engine, freshTransferID: { jobs.freshTransferID() },
+                resuming: durableRecord?.sessionURL, sessionStarted: sessionStarted)
             request.body = .none
             // Retry is on by default for a resumable upload, even with POST: surviving
             // failures is the point.
