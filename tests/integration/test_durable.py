@@ -311,3 +311,67 @@ class TestDurable(unittest.TestCase):
         # one session: the start, 3 chunks, the new daemon's query, the last chunk from the offset
         self.assertEqual(done["commands"], ["start", "upload", "upload", "upload", "query", "upload, finalize"], done)
         self.assertEqual(done["offsets"][-1], 3 * chunk, done["offsets"])
+
+    def test_ten_downloads_killed_and_resumed(self):
+        size, cut = 200_000, 60_000
+        first = self.daemon()
+        c = first.client()
+        jobs = []
+        for i in range(10):
+            job, name = key(f"dur10-{i}"), key(f"dur10log-{i}")
+            out = os.path.join(self.out_dir, f"f{i}.bin")
+            url = f"{self.srv.test_url}/ranged/{size}?etag=e{i}&seed={i}&key={name}&stall-after={cut}"
+            send_request(c, "download", {"url": url, "path": out, "jobId": job, "durable": True})
+            jobs.append((job, name, out, i))
+        for _, _, out, _ in jobs:
+            wait_for(lambda: os.path.exists(out + ".part") and os.path.getsize(out + ".part") >= cut, timeout=15,
+                     message=f"{out}: the first part never arrived")
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        self.assertEqual([os.path.exists(out) for _, _, out, _ in jobs], [False] * 10)
+        second = self.daemon()
+        with second.client() as c2:
+            ids = {job: send_request(c2, "attach", {"jobId": job}) for job, _, _, _ in jobs}
+            by_id = {}
+            while len(by_id) < len(ids):
+                m = c2.recv(timeout=30)
+                if "id" in m:
+                    by_id[m["id"]] = m
+            answers = {job: by_id[rid] for job, rid in ids.items()}
+        for job, name, out, i in jobs:
+            data = testserver.det_bytes(size, seed=i)
+            self.assertEqual(answers[job]["result"]["sha256"], hashlib.sha256(data).hexdigest(), answers[job])
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(), data, out)
+            self.assertEqual([r["range"] for r in ranged_log(name)], [None, f"bytes={cut}-"], name)
+        wait_for(lambda: os.listdir(self.jobs_dir()) == [], timeout=5, message=f"left: {os.listdir(self.jobs_dir())}")
+
+    def test_server_without_ranges_now_starts_over(self):
+        size, cut = 150_000, 50_000
+        job, name = key("dur200"), key("dur200log")
+        first = self.daemon()
+        c, out = self.start_stalled(first, job, name, size=size, cut=cut)
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        job_file = os.path.join(self.jobs_dir(), job + ".json")
+        with open(job_file) as f:
+            stored = json.load(f)
+        stored["params"]["url"] += "&no-range=1"  # the server now ignores Range
+        with open(job_file, "w") as f:
+            json.dump(stored, f)
+        second = self.daemon()
+        with second.client() as c2:
+            result = c2.call("attach", {"jobId": job}, timeout=30)
+        data = testserver.det_bytes(size)
+        self.assertEqual(result["sha256"], hashlib.sha256(data).hexdigest(), result)
+        self.assertFalse(result["resumed"], result)
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), data)
+
+    def test_non_durable_jobs_never_touch_the_state_dir(self):
+        d = self.daemon()
+        with d.client() as c:
+            r = c.call("download", {"url": self.srv.test_url + "/ranged/1000", "path": os.path.join(self.out_dir, "n")})
+            self.assertEqual(r["bytes"], 1000)
+            self.assertEqual(c.call("fetch", {"url": self.srv.test_url + "/status/200"})["status"], 200)
+        self.assertFalse(os.path.exists(self.state), "the state directory was made without a durable job")
