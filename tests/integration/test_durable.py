@@ -5,7 +5,9 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
+import threading
 import unittest
 import urllib.error
 import urllib.request
@@ -116,9 +118,8 @@ class TestAttach(DaemonTestCase):
         self.assertEqual(caught.exception.data.get("field"), "jobId")
 
 
-class TestDurable(unittest.TestCase):
-    """A durable download survives kill -9 of its daemon: the next daemon with the same
-    --state-dir resumes it, from its part file, with the same jobId."""
+class DurableCase(unittest.TestCase):
+    """Daemons that share one --state-dir (made by the first of them), and an output directory."""
 
     def setUp(self):
         self.srv = servers()
@@ -140,6 +141,21 @@ class TestDurable(unittest.TestCase):
 
     def jobs_dir(self):
         return os.path.join(self.state, "jobs")
+
+    def start_stalled(self, d, job, name, size=200_000, cut=50_000):
+        """A durable download from d whose first request stalls after `cut` bytes (in the part file)."""
+        out = os.path.join(self.out_dir, job + ".bin")
+        url = f"{self.srv.test_url}/ranged/{size}?etag=v1&key={name}&stall-after={cut}"
+        c = d.client()
+        send_request(c, "download", {"url": url, "path": out, "jobId": job, "durable": True})
+        wait_for(lambda: os.path.exists(out + ".part") and os.path.getsize(out + ".part") >= cut, timeout=10,
+                 message="the first part never arrived")
+        return c, out
+
+
+class TestDurable(DurableCase):
+    """A durable download survives kill -9 of its daemon: the next daemon with the same
+    --state-dir resumes it, from its part file, with the same jobId."""
 
     def test_kill_9_mid_transfer_then_resume(self):
         size, cut = 300_000, 100_000
@@ -216,15 +232,6 @@ class TestDurable(unittest.TestCase):
         self.assertEqual(caught.exception.code, -32003)
         self.assertIn("has mode 0755", json.dumps(caught.exception.data))
         self.assertEqual(os.listdir(self.out_dir), [])
-
-    def start_stalled(self, d, job, name, size=200_000, cut=50_000):
-        out = os.path.join(self.out_dir, job + ".bin")
-        url = f"{self.srv.test_url}/ranged/{size}?etag=v1&key={name}&stall-after={cut}"
-        c = d.client()
-        send_request(c, "download", {"url": url, "path": out, "jobId": job, "durable": True})
-        wait_for(lambda: os.path.exists(out + ".part") and os.path.getsize(out + ".part") >= cut, timeout=10,
-                 message="the first part never arrived")
-        return c, out
 
     def test_sigterm_keeps_the_job_and_disconnect_does_not_cancel(self):
         job, name = key("durterm"), key("durtermlog")
@@ -375,3 +382,35 @@ class TestDurable(unittest.TestCase):
             self.assertEqual(r["bytes"], 1000)
             self.assertEqual(c.call("fetch", {"url": self.srv.test_url + "/status/200"})["status"], 200)
         self.assertFalse(os.path.exists(self.state), "the state directory was made without a durable job")
+
+
+class TestPythonClient(DurableCase):
+    """fetchd_client's durable, attach and get_job against a killed and restarted daemon."""
+
+    def test_attach_and_get_job(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                        "clients", "python"))
+        from fetchd_client import Client, InvalidParams
+        size, cut = 120_000, 40_000
+        name, job = key("pydurlog"), key("pydur")
+        out = os.path.join(self.out_dir, "py.bin")
+        url = f"{self.srv.test_url}/ranged/{size}?etag=p&key={name}&stall-after={cut}"
+        first = self.daemon()
+        c = Client(first.socket_path, rpc_timeout=60)
+        started = threading.Thread(target=lambda: self.assertRaises(Exception, c.download, url, out,
+                                                                    durable=True, job_id=job), daemon=True)
+        started.start()
+        wait_for(lambda: os.path.exists(out + ".part") and os.path.getsize(out + ".part") >= cut, timeout=10)
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        started.join(10)
+        c.close()
+        second = self.daemon()
+        with Client(second.socket_path, rpc_timeout=60) as c2:
+            result = c2.attach(job)
+            got = c2.get_job(job)
+            with self.assertRaises(InvalidParams):
+                c2.get_job("no-" + job)
+        self.assertEqual(result["sha256"], hashlib.sha256(testserver.det_bytes(size)).hexdigest())
+        self.assertEqual(got["restarts"], 1, got)
+        self.assertEqual(got["state"], "finished", got)
