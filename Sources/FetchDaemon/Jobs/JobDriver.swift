@@ -342,8 +342,12 @@ struct JobDriver: Sendable {
         jobs.finish(job, answer: answer)
         if job.durable, let store = services.durable {
             // A job stopped by the daemon's shutdown is resumed by the next daemon.
-            if case .failure(let cancelled as JobCancelled) = answer, cancelled.by == .shutdown {} else {
+            if case .failure(let cancelled as JobCancelled) = answer, cancelled.by == .shutdown {} else if services.engine.isEngineThread {
                 services.blocking.execute { store.remove(jobID: job.id) }
+            } else {
+                // Here and now when the thread may wait (a download lands on the blocking
+                // threads): a stop right after the answer cannot leave the file behind.
+                store.remove(jobID: job.id)
             }
         }
         services.httpLog.jobFinished(job, outcome: outcome)
