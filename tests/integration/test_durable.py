@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 
 from harness import Daemon, DaemonTestCase, RPCError, servers, wait_for
-from jobhelpers import collect, key, send_request
+from jobhelpers import collect, hits, key, send_request
 from test_download import ranged_log
 import testserver
 
@@ -134,8 +134,8 @@ class DurableCase(unittest.TestCase):
         shutil.rmtree(self.base, ignore_errors=True)
         shutil.rmtree(self.out_dir, ignore_errors=True)
 
-    def daemon(self):
-        d = Daemon("--state-dir", self.state).start()
+    def daemon(self, *args):
+        d = Daemon("--state-dir", self.state, *args).start()
         self.daemons.append(d)
         return d
 
@@ -374,6 +374,27 @@ class TestDurable(DurableCase):
         self.assertFalse(result["resumed"], result)
         with open(out, "rb") as f:
             self.assertEqual(f.read(), data)
+
+    def test_resumed_jobs_wait_in_their_hosts_queue(self):
+        hold, n = key("durq"), 8
+        first = self.daemon("--max-per-host", "1")
+        c = first.client()
+        for i in range(n):
+            send_request(c, "download", {"url": f"{self.srv.test_url}/record/{hold}?ms=300", "durable": True,
+                                         "jobId": f"{hold}-{i}", "path": os.path.join(self.out_dir, f"q{i}")})
+        wait_for(lambda: len(os.listdir(self.jobs_dir())) == n if os.path.isdir(self.jobs_dir()) else False,
+                 timeout=10, message="not every job was written down")
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        wait_for(lambda: hits(hold)["inFlight"] == 0, timeout=5)
+        before = hits(hold)["count"]
+        second = self.daemon("--max-per-host", "2")
+        with second.client() as c2:
+            for i in range(n):
+                self.assertEqual(c2.call("attach", {"jobId": f"{hold}-{i}"}, timeout=30)["status"], 200)
+        record = hits(hold)
+        self.assertEqual(record["count"] - before, n, record)
+        self.assertLessEqual(record["maxConcurrent"], 2, f"the restart stampeded the host: {record}")
 
     def test_non_durable_jobs_never_touch_the_state_dir(self):
         d = self.daemon()
