@@ -16,6 +16,9 @@ public final class Daemon: Sendable {
     private let server: SocketServer
     private let cookieFile: CookiePersister?
     private let credentials: CredentialStore
+    private let durable: DurableStore
+    /// Starts the durable jobs a daemon before left unfinished (`start`).
+    private let resumeDurable: @Sendable (DurableStore.Record) throws -> Void
 
     public init(options: DaemonOptions, environment: [String: String]) throws {
         self.options = options
@@ -78,14 +81,20 @@ public final class Daemon: Sendable {
                 throw StartupError("--stubs \(file): \(field)\(refused.data?["detail"]?.stringValue ?? refused.message)")
             }
         }
+        let durable = DurableStore(directory: options.stateDirectory(environment: environment), log: log)
+        self.durable = durable
         let jobs = JobRegistry(services: JobServices(
             engine: engine, admission: admission, credentials: credentials, httpLog: httpLog, log: log,
             answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { cork.around($0) }),
             tasks: tasks, blocking: blocking,
-            timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs))
+            timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs, durable: durable))
         self.jobs = jobs
         let driver = JobDriver(jobs: jobs)
         let startedAt = ContinuousClock.now
+        let download = DownloadMethod(driver: driver, policy: policy), upload = UploadMethod(driver: driver, policy: policy)
+        resumeDurable = { record in
+            if record.method == UploadMethod.name { try upload.resume(record) } else { try download.resume(record) }
+        }
 
         // The server exists only after the methods, but getStatus asks it for a count.
         let serverBox = ServerBox()
@@ -93,10 +102,12 @@ public final class Daemon: Sendable {
             PingMethod(),
             GetStatusMethod(jobs: jobs, httpLog: httpLog, startedAt: startedAt) { serverBox.server?.connectionCount ?? 0 },
             FetchMethod(driver: driver, policy: policy),
-            DownloadMethod(driver: driver, policy: policy),
-            UploadMethod(driver: driver, policy: policy),
+            download,
+            upload,
             CancelMethod(jobs: jobs),
             ListJobsMethod(jobs: jobs),
+            GetJobMethod(jobs: jobs),
+            AttachMethod(jobs: jobs),
             SetRateLimitMethod(admission: admission),
             SetLoggingMethod(httpLog: httpLog),
             GetLoggingMethod(httpLog: httpLog),
@@ -138,8 +149,30 @@ public final class Daemon: Sendable {
     public func start() {
         // One thread reads requests and runs the transfers: no hand-off between them.
         let engine = self.engine
+        // Before the socket is served: a client's new job cannot take a resumed job's id.
+        resumeDurableJobs()
         server.start { fd, onReadable in engine.watch(fd, onReadable: onReadable) }
         log.notice("fetchd \(FetchdVersion.text) listening on \(socketPath)")
+    }
+
+    /// Every durable job the daemon before left unfinished starts again, with its jobId, in
+    /// its host's queue like any other job. One that can no longer start is logged, its
+    /// file removed.
+    private func resumeDurableJobs() {
+        let records = durable.unfinished()
+        guard !records.isEmpty else { return }
+        var resumed = 0
+        for record in records {
+            do {
+                try resumeDurable(record)
+                resumed += 1
+            } catch {
+                let refused = ErrorMapping.rpcError(for: error)
+                log.error("durable job \(record.jobID) not resumed: \(refused.data?["detail"]?.stringValue ?? refused.message)")
+                durable.remove(jobID: record.jobID)
+            }
+        }
+        log.notice("resumed \(resumed) durable job(s) from \(durable.jobsDirectory)")
     }
 
     /// SIGHUP: nothing to reload yet, and it must not stop the daemon.

@@ -22,6 +22,9 @@ public final class HTTPEngine: Sendable {
         assert(!loop.isCurrent, "this must not run on the engine thread", file: file, line: line)
     }
 
+    /// Whether the caller is the engine thread (work that may wait then goes elsewhere).
+    public var isEngineThread: Bool { loop.isCurrent }
+
     public func assertOnEngineThread(file: StaticString = #fileID, line: UInt = #line) {
         assert(loop.isCurrent, "this must run on the engine thread", file: file, line: line)
     }

@@ -102,6 +102,12 @@ public struct ResumableUpload: Sendable, Equatable {
         }
     }
 
+    /// A session started before (by a daemon that was restarted): ask the server where it stands.
+    public mutating func resume(uploadURL: String) {
+        self.uploadURL = uploadURL
+        next = .query
+    }
+
     /// After a failure on the network: the server may have some of the chunk; ask it.
     public mutating func failed() {
         if uploadURL != nil { next = .query }

@@ -57,4 +57,13 @@ final class ResumableUploadTests: XCTestCase {
         try upload.started(status: 200, headers: headers(["X-Goog-Upload-URL": "u"]))
         XCTAssertEqual(upload.next, .chunk(offset: 0, length: 0, finalize: true))
     }
+
+    func testAResumedSessionQueriesFirst() throws {
+        var upload = ResumableUpload(fileSize: 100, chunkSize: 40, contentType: "x/y")
+        upload.resume(uploadURL: "http://h/session/1")
+        XCTAssertEqual(upload.uploadURL, "http://h/session/1")
+        XCTAssertEqual(upload.next, .query)
+        try upload.answered(status: 200, headers: headers(["X-Goog-Upload-Status": "active", "X-Goog-Upload-Size-Received": "80"]))
+        XCTAssertEqual(upload.next, .chunk(offset: 80, length: 20, finalize: true))
+    }
 }

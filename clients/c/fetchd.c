@@ -688,3 +688,27 @@ fetchd_status fetchd_get_auth(fetchd_client *c, json_t **rules, fetchd_error *er
 fetchd_status fetchd_list_jobs(fetchd_client *c, json_t **jobs, fetchd_error *err) {
     return call_for_array(c, "listJobs", "jobs", jobs, err);
 }
+
+static fetchd_status call_for_job(fetchd_client *c, const char *method, json_t *params, json_t **result,
+                                  fetchd_error *err) {
+    if (result)
+        *result = NULL;
+    if (!params)
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    fetchd_status st = fetchd_call(c, method, params, result, err);
+    json_decref(params);
+    return st;
+}
+
+fetchd_status fetchd_get_job(fetchd_client *c, const char *job_id, json_t **job, fetchd_error *err) {
+    if (!job_id)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "job_id is NULL");
+    return call_for_job(c, "getJob", json_pack("{s:s}", "jobId", job_id), job, err);
+}
+
+fetchd_status fetchd_attach(fetchd_client *c, const char *job_id, int progress, json_t **result,
+                            fetchd_error *err) {
+    if (!job_id)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "job_id is NULL");
+    return call_for_job(c, "attach", json_pack("{s:s,s:b}", "jobId", job_id, "progress", progress != 0), result, err);
+}

@@ -192,6 +192,17 @@ fetchd_status fetchd_cancel_nowait(fetchd_client *client, const char *job_id, fe
 /* listJobs: *jobs is the array of live jobs (new reference). */
 fetchd_status fetchd_list_jobs(fetchd_client *client, json_t **jobs, fetchd_error *err);
 
+/* getJob: *job (new reference) is {"jobId", "state", "durable", "restarts"} of a live job,
+ * plus "result" or "error" once it has ended (the last 1,000 ended jobs are kept); an unknown
+ * id is FETCHD_ERR_RPC with code -32602. */
+fetchd_status fetchd_get_job(fetchd_client *client, const char *job_id, json_t **job, fetchd_error *err);
+
+/* attach: waits for a job of any connection (a detached or durable one) and returns its
+ * result, or its error, as the job's own request would; progress != 0 asks for its progress
+ * notifications (to the client's notification callback). */
+fetchd_status fetchd_attach(fetchd_client *client, const char *job_id, int progress, json_t **result,
+                            fetchd_error *err);
+
 /* setAuth: the auth rule of host ("name", "name:port" or "*.domain"); rule (borrowed) holds
  * "type" and its fields, e.g. {"type": "bearer", "tokenFile": "/run/user/1000/t"}, or
  * {"type": null} to remove the rule. The daemon then adds the credential to every request

@@ -26,6 +26,8 @@ public struct DaemonOptions: Sendable, Equatable {
     public var stubsFile: String?
     /// `--offline`: a request no stub matches fails with stubMiss; nothing uses the network.
     public var offline = false
+    /// `--state-dir`: where durable jobs are kept.
+    public var stateDirectory: String?
 
     public struct RateFlag: Sendable, Equatable {
         public var host: String
@@ -103,6 +105,9 @@ public struct DaemonOptions: Sendable, Equatable {
         Option(name: "--offline", argument: nil, help: "never use the network: a request no stub answers fails with stubMiss") { o, _ throws(UsageError) in
             o.offline = true
         },
+        Option(name: "--state-dir", argument: "DIR", help: "where durable jobs are kept, made 0700 (default $XDG_STATE_HOME/fetchd, else ~/.local/state/fetchd)") { o, v throws(UsageError) in
+            o.stateDirectory = try absolutePath(v, option: "--state-dir")
+        },
         Option(name: "--verbose", argument: nil, help: "log connections and requests to stderr") { o, _ throws(UsageError) in
             o.verbose = true
         },
@@ -165,6 +170,14 @@ public struct DaemonOptions: Sendable, Equatable {
         if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/fetchd/http-logs" }
         let home = environment["HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/tmp"
         return home + "/.local/state/fetchd/http-logs"
+    }
+
+    /// Where durable jobs are kept: `--state-dir`, else the XDG state directory.
+    public func stateDirectory(environment: [String: String]) -> String {
+        if let stateDirectory { return stateDirectory }
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/fetchd" }
+        let home = environment["HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/tmp"
+        return home + "/.local/state/fetchd"
     }
 
     /// `HOST=RPS[:BURST]`

@@ -32,45 +32,46 @@ public enum SocketPath {
     /// The checks are made on a descriptor opened with O_NOFOLLOW, so the directory cannot be
     /// swapped between the check and the open; once it is ours and 0700, nobody else (but root)
     /// can rename or replace it in the sticky /tmp, so the socket bound in it stays ours.
-    public static func preparePrivateDirectory(_ directory: String, uid: UInt32) throws(StartupError) {
-        let fix = "remove it, or choose another path with --socket or $FETCHD_SOCKET"
+    public static func preparePrivateDirectory(_ directory: String, uid: UInt32, what: String = "socket directory",
+                                               fix: String = "remove it, or choose another path with --socket or $FETCHD_SOCKET")
+        throws(StartupError) {
         // mkdir never follows a symbolic link in its last component: a planted link is EEXIST.
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
-            throw StartupError("cannot create the socket directory \(directory): \(String(cString: strerror(errno)))")
+            throw StartupError("cannot create the \(what) \(directory): \(String(cString: strerror(errno)))")
         }
         var named = stat()
         guard lstat(directory, &named) == 0 else {
-            throw StartupError("cannot examine the socket directory \(directory): \(String(cString: strerror(errno)))")
+            throw StartupError("cannot examine the \(what) \(directory): \(String(cString: strerror(errno)))")
         }
         if (named.st_mode & S_IFMT) == S_IFLNK {
-            throw StartupError("the socket directory \(directory) is a symbolic link; refusing to use it (\(fix))")
+            throw StartupError("the \(what) \(directory) is a symbolic link; refusing to use it (\(fix))")
         }
-        try check(named, directory: directory, uid: uid, fix: fix)
+        try check(named, directory: directory, uid: uid, what: what, fix: fix)
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else {
-            throw StartupError("cannot open the socket directory \(directory): \(String(cString: strerror(errno))) (\(fix))")
+            throw StartupError("cannot open the \(what) \(directory): \(String(cString: strerror(errno))) (\(fix))")
         }
         defer { close(fd) }
         var opened = stat()
         guard fstat(fd, &opened) == 0 else {
-            throw StartupError("cannot examine the socket directory \(directory): \(String(cString: strerror(errno)))")
+            throw StartupError("cannot examine the \(what) \(directory): \(String(cString: strerror(errno)))")
         }
         guard opened.st_dev == named.st_dev && opened.st_ino == named.st_ino else {
-            throw StartupError("the socket directory \(directory) was replaced while it was being checked; refusing to use it")
+            throw StartupError("the \(what) \(directory) was replaced while it was being checked; refusing to use it")
         }
-        try check(opened, directory: directory, uid: uid, fix: fix)
+        try check(opened, directory: directory, uid: uid, what: what, fix: fix)
     }
 
-    private static func check(_ info: stat, directory: String, uid: UInt32, fix: String) throws(StartupError) {
+    private static func check(_ info: stat, directory: String, uid: UInt32, what: String, fix: String) throws(StartupError) {
         guard (info.st_mode & S_IFMT) == S_IFDIR else {
-            throw StartupError("\(directory) exists and is not a directory; it cannot hold the socket (\(fix))")
+            throw StartupError("\(directory) exists and is not a directory; it cannot be the \(what) (\(fix))")
         }
         guard info.st_uid == uid else {
-            throw StartupError("the socket directory \(directory) is owned by uid \(info.st_uid), not by uid \(uid) (\(fix))")
+            throw StartupError("the \(what) \(directory) is owned by uid \(info.st_uid), not by uid \(uid) (\(fix))")
         }
         let mode = info.st_mode & 0o7777
         guard mode & 0o077 == 0 else {
-            throw StartupError("the socket directory \(directory) has mode 0\(String(mode, radix: 8)): group or others "
+            throw StartupError("the \(what) \(directory) has mode 0\(String(mode, radix: 8)): group or others "
                 + "can reach it; it must be 0700 (chmod 700 \(directory), or \(fix))")
         }
     }

@@ -38,6 +38,7 @@ final class Job: Sendable {
         let attempt: Int
         let progress: TransferProgress?
         let comment: String?
+        let durable: Bool
     }
 
     let id: String
@@ -60,6 +61,17 @@ final class Job: Sendable {
         var pending: (attempt: Attempt, prepared: Int)?
         var hold: Hold?
         var reply: ReplyingRPCMethod.Reply?
+        /// Other connections' `attach` requests, answered with the job's own answer.
+        var attached: [Attachment] = []
+        /// How many of them asked for progress notifications.
+        var watching = 0
+    }
+
+    /// One `attach` request: answered as the job's own request, notified if it asked.
+    struct Attachment: Sendable {
+        let context: RPCContext
+        let progress: Bool
+        let reply: ReplyingRPCMethod.Reply
     }
 
     /// What the stages keep between a job's attempts. The driver calls a job's stages one at a
@@ -72,9 +84,13 @@ final class Job: Sendable {
     private let cancelSeen = Atomic<Bool>(false)
     var mayHaveBeenCancelled: Bool { cancelSeen.load(ordering: .sequentiallyConsistent) }
 
+    /// How many daemon restarts this durable job has been resumed after (0: never).
+    let restarts: Int
+
     init(id: String, transferID: UInt64, connectionID: UInt64, spec: JobSpec, context: RPCContext,
          bodyBudget: BodyBudget? = nil, reply: @escaping ReplyingRPCMethod.Reply) {
         self.id = id
+        restarts = spec.durableRecord?.restarts ?? 0
         self.transferID = transferID
         self.connectionID = connectionID
         self.spec = spec
@@ -83,7 +99,9 @@ final class Job: Sendable {
         mutable = Locked(Mutable(reply: reply))
     }
 
-    var detach: Bool { spec.model.detach }
+    /// A durable job survives the daemon (Durable jobs); it is always detached.
+    var detach: Bool { spec.model.detach || spec.durable }
+    var durable: Bool { spec.durable }
     var comment: String? { spec.model.comment }
 
     /// Attempts handed to the engine so far.
@@ -127,8 +145,34 @@ final class Job: Sendable {
         }
     }
 
-    func record(_ progress: TransferProgress) {
-        mutable.withLock { $0.progress = progress }
+    /// Keeps the latest progress; returns the attached connections that want it.
+    @discardableResult
+    func record(_ progress: TransferProgress) -> [RPCContext] {
+        mutable.withLock { m in
+            m.progress = progress
+            return m.watching == 0 ? [] : m.attached.filter(\.progress).map(\.context)
+        }
+    }
+
+    /// The attached connections that asked for notifications.
+    var watchers: [RPCContext] {
+        mutable.withLock { m in m.watching == 0 ? [] : m.attached.filter(\.progress).map(\.context) }
+    }
+
+    /// Called by the registry while the job is live (under the registry's lock, so the job
+    /// cannot leave in between): `takeAttached` after the job has left hands it out.
+    func attach(_ attachment: Attachment) {
+        mutable.withLock { m in
+            m.attached.append(attachment)
+            if attachment.progress { m.watching += 1 }
+        }
+    }
+
+    func takeAttached() -> [Attachment] {
+        mutable.withLock { m in
+            defer { m.attached = []; m.watching = 0 }
+            return m.attached
+        }
     }
 
     func record(_ attempt: AttemptRecord) {
@@ -158,7 +202,8 @@ final class Job: Sendable {
     var snapshot: Snapshot {
         mutable.withLock {
             Snapshot(jobID: id, kind: spec.kind, method: spec.request.method, url: spec.request.url,
-                     state: $0.machine.state, attempt: $0.machine.attempts, progress: $0.progress, comment: comment)
+                     state: $0.machine.state, attempt: $0.machine.attempts, progress: $0.progress, comment: comment,
+                     durable: durable)
         }
     }
 }
@@ -190,10 +235,13 @@ struct JobServices: Sendable {
     let commonStages: [any Stage]
     /// Stub sets (the stub stage answers from them).
     let stubs: StubStore
+    /// Where durable jobs are written down (nil: durable jobs are refused).
+    let durable: DurableStore?
 
     init(engine: HTTPEngine, admission: HostAdmission, credentials: CredentialStore, httpLog: HTTPLog, log: Logger,
          answers: WorkerThreads, tasks: WorkerThreads, blocking: WorkerThreads, timers: DispatchQueue,
-         stubs: StubStore = StubStore()) {
+         stubs: StubStore = StubStore(), durable: DurableStore? = nil) {
+        self.durable = durable
         self.engine = engine
         self.admission = admission
         self.httpLog = httpLog

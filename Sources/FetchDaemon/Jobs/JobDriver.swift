@@ -30,9 +30,30 @@ struct JobDriver: Sendable {
     /// thrown here.
     func start(_ spec: JobSpec, context: RPCContext, reply: @escaping ReplyingRPCMethod.Reply) throws {
         let job = try jobs.register(spec, context: context, reply: reply)
+        if let record = spec.durableRecord {
+            // Written down (fsync) before the first byte is sent.
+            do {
+                guard let store = services.durable else { throw NotAllowed(detail: "durable jobs need a state directory") }
+                try store.save(record)
+            } catch {
+                jobs.withdraw(job)
+                throw error
+            }
+        }
         let comment = spec.model.comment.map { ", comment: \($0)" } ?? ""
         services.log.debug("job \(job.id) from connection \(context.connectionID): \(spec.request.method) \(spec.request.url)\(comment)")
         handle(job, .begin)
+    }
+
+    /// What a durable job writes down: its params without credentials, under its jobId
+    /// (one is given here when the client gave none, so the file can be named before the
+    /// job is registered).
+    func durableRecord(_ method: String, _ params: JSONValue?, model: inout RequestModel,
+                       resuming: DurableStore.Record?) -> DurableStore.Record {
+        let jobID = model.jobID ?? "job-\(jobs.freshTransferID())"
+        model.jobID = jobID
+        return DurableStore.Record(jobID: jobID, method: method, params: DurableStore.storable(params, jobID: jobID),
+                                   restarts: resuming.map { $0.restarts + 1 } ?? 0, sessionURL: resuming?.sessionURL)
     }
 
     /// `start` for methods that run in a task.
@@ -250,11 +271,14 @@ struct JobDriver: Sendable {
     }
 
     private func scheduleRetry(_ job: Job, delay: Double, attempt: Int, reason: String) {
-        if job.spec.model.progress {
-            job.context.notify("retrying", [
+        let watchers = job.watchers
+        if job.spec.model.progress || !watchers.isEmpty {
+            let params: JSONValue = [
                 "jobId": .string(job.id), "attempt": JSONValue(attempt),
                 "delayMs": JSONValue(Int((delay * 1000).rounded())), "reason": .string(reason),
-            ])
+            ]
+            if job.spec.model.progress { job.context.notify("retrying", params) }
+            for watcher in watchers { watcher.notify("retrying", params) }
         }
         services.timers.asyncAfter(deadline: .now() + .nanoseconds(Int((delay * 1e9).rounded(.up)))) {
             handle(job, .retryTimerFired)
@@ -264,8 +288,11 @@ struct JobDriver: Sendable {
     private func progressReporter(_ job: Job) -> @Sendable (TransferProgress) -> Void {
         let notifies = job.spec.model.progress
         return { progress in
-            job.record(progress)
-            if notifies { job.context.notify("progress", ResponseFields.progress(jobID: job.id, progress)) }
+            let watchers = job.record(progress)
+            guard notifies || !watchers.isEmpty else { return }
+            let params = ResponseFields.progress(jobID: job.id, progress)
+            if notifies { job.context.notify("progress", params) }
+            for watcher in watchers { watcher.notify("progress", params) }
         }
     }
 
@@ -312,11 +339,23 @@ struct JobDriver: Sendable {
         case .failure(let cancelled as JobCancelled): outcome = .cancelled(cancelled.by.rawValue)
         case .failure(let error): outcome = .failed(ErrorMapping.rpcError(for: error).message)
         }
-        let succeeded = if case .success = answer { true } else { false }
-        jobs.finish(job, succeeded: succeeded)
+        jobs.finish(job, answer: answer)
+        if job.durable, let store = services.durable {
+            // A job stopped by the daemon's shutdown is resumed by the next daemon.
+            if case .failure(let cancelled as JobCancelled) = answer, cancelled.by == .shutdown {} else if services.engine.isEngineThread {
+                services.blocking.execute { store.remove(jobID: job.id) }
+            } else {
+                // Here and now when the thread may wait (a download lands on the blocking
+                // threads): a stop right after the answer cannot leave the file behind.
+                store.remove(jobID: job.id)
+            }
+        }
         services.httpLog.jobFinished(job, outcome: outcome)
         services.log.debug("job \(job.id): \(outcome.text) after \(job.attempts) attempt(s), \(ContinuousClock.now - job.startedAt)")
         reply(answer)
+        // Attached after the job left the registry is impossible: the registry attaches
+        // only live jobs, under its lock, and `finish` above took the job out.
+        for attached in job.takeAttached() { attached.reply(answer) }
     }
 }
 

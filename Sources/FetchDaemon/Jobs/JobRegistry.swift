@@ -21,6 +21,8 @@ final class JobRegistry: Sendable {
         /// What each open connection may hold in memory (Connection.bodyBudget).
         var budgets: [UInt64: BodyBudget] = [:]
         var shuttingDown = false
+        /// The last 1,000 ended jobs (getJob, attach).
+        var ended = EndedJobs()
     }
 
     private let memory: IdleMemoryRelease
@@ -33,7 +35,7 @@ final class JobRegistry: Sendable {
 
     /// Registers a job under the client's id, or a fresh one.
     func register(_ spec: JobSpec, context: RPCContext, reply: @escaping ReplyingRPCMethod.Reply) throws -> Job {
-        let jobID = spec.model.jobID, detach = spec.model.detach, connectionID = context.connectionID
+        let jobID = spec.model.jobID, detach = spec.model.detach || spec.durable, connectionID = context.connectionID
         return try state.withLock { s throws -> Job in
             if s.shuttingDown { throw JobCancelled(jobID: jobID ?? "", by: .shutdown) }
             let number = s.nextNumber
@@ -58,6 +60,13 @@ final class JobRegistry: Sendable {
         }
     }
 
+    /// A job registered but never begun leaves without a trace (its durable record could not be written).
+    func withdraw(_ job: Job) {
+        state.withLock { s in
+            if s.live[job.id] === job { s.live[job.id] = nil }
+        }
+    }
+
     /// An engine transfer id for work outside any job (a resumable upload's cancel command).
     func freshTransferID() -> UInt64 {
         state.withLock { s in
@@ -66,10 +75,18 @@ final class JobRegistry: Sendable {
         }
     }
 
-    func finish(_ job: Job, succeeded: Bool) {
+    /// The job has ended: it leaves the live jobs for the ring of ended ones.
+    func finish(_ job: Job, answer: Result<JSONValue, any Error>) {
+        let kept: Result<JSONValue, RPCError>
+        switch answer {
+        case .success(let result): kept = .success(job.spec.kind == .fetch ? EndedJobs.kept(result) : result)
+        case .failure(let error): kept = .failure(ErrorMapping.rpcError(for: error))
+        }
+        let ended = EndedJob(jobID: job.id, state: job.state.name, durable: job.durable, restarts: job.restarts, answer: kept)
         let drained = state.withLock { s -> Bool in
             s.live[job.id] = nil
-            if succeeded { s.finished += 1 } else { s.failed += 1 }
+            if case .success = answer { s.finished += 1 } else { s.failed += 1 }
+            s.ended.add(ended)
             return s.live.isEmpty
         }
         if drained { memory.jobsDrained() }
@@ -109,6 +126,26 @@ final class JobRegistry: Sendable {
         for job in state.withLock({ Array($0.live.values) }) { _ = JobDriver(jobs: self).cancel(job, by: reason) }
     }
 
+    /// A live job, or how an ended one ended (nil: neither).
+    func lookup(_ jobID: String) -> JobLookup? {
+        state.withLock { s in
+            if let job = s.live[jobID] { return .live(job) }
+            return s.ended[jobID].map(JobLookup.ended)
+        }
+    }
+
+    /// `attach`: a live job answers the attachment with its own answer when it ends
+    /// (`.live`); an ended one's answer is returned at once (`.ended`); nil: unknown id.
+    func attach(_ jobID: String, _ attachment: Job.Attachment) -> JobLookup? {
+        state.withLock { s in
+            if let job = s.live[jobID] {
+                job.attach(attachment)
+                return .live(job)
+            }
+            return s.ended[jobID].map(JobLookup.ended)
+        }
+    }
+
     var liveCount: Int { state.withLock { $0.live.count } }
 
     var snapshots: [Job.Snapshot] {
@@ -127,6 +164,11 @@ final class JobRegistry: Sendable {
         }
         return counts
     }
+}
+
+enum JobLookup {
+    case live(Job)
+    case ended(EndedJob)
 }
 
 /// A `jobId` that a live job already has (-32602, field `jobId`).

@@ -28,9 +28,14 @@ final class JobSpec: Sendable {
     /// The stages prepare each attempt on the blocking threads: they or the transfer open
     /// files the client named, which is never done on the thread that reads requests.
     let preparesOnWorker: Bool
+    /// `durable: true` (download and upload): what is written to the state directory, so the
+    /// job is resumed after a restart.
+    let durableRecord: DurableStore.Record?
+    var durable: Bool { durableRecord != nil }
 
     init(kind: Kind, model: RequestModel, request: HTTPRequest, stages: [any Stage], retryPolicy: RetryPolicy? = nil,
-         preparesOnWorker: Bool = false, answer: Answer) {
+         preparesOnWorker: Bool = false, durableRecord: DurableStore.Record? = nil, answer: Answer) {
+        self.durableRecord = durableRecord
         self.kind = kind
         self.model = model
         host = HostKey(model.url)

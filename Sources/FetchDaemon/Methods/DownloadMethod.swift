@@ -6,7 +6,7 @@ import JSONRPC
 /// `download`: the body streams to `<path>.part` and lands at `path` only when complete
 /// (and verified, with `sha256`). A part file left by a failed or cancelled attempt is
 /// continued with Range + If-Range.
-struct DownloadMethod: RPCMethod {
+struct DownloadMethod: DurableJobMethod {
     static let name = "download"
 
     struct Params {
@@ -18,6 +18,8 @@ struct DownloadMethod: RPCMethod {
         /// fsync the file before it takes its final name, so that even a power loss never
         /// leaves a partial file there. `false` trades that for speed, as curl -o does.
         var fsync = true
+        /// Survives a daemon restart (Durable jobs); implies detach.
+        var durable = false
 
         init(_ params: JSONValue?, policy: FilePolicy) throws {
             var reader = try ParamReader(params)
@@ -27,6 +29,7 @@ struct DownloadMethod: RPCMethod {
             if let overwrite = try reader.bool("overwrite") { self.overwrite = overwrite }
             if let resume = try reader.bool("resume") { self.resume = resume }
             if let fsync = try reader.bool("fsync") { self.fsync = fsync }
+            if let durable = try reader.bool("durable") { self.durable = durable }
             if let digest = try reader.string("sha256") {
                 let lower = digest.lowercased()
                 guard lower.utf8.count == 64, lower.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) else {
@@ -44,16 +47,16 @@ struct DownloadMethod: RPCMethod {
     let driver: JobDriver
     let policy: FilePolicy
 
-    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
-        let params = try Params(params, policy: policy)
+    func spec(_ raw: JSONValue?, resuming: DurableStore.Record?) throws -> JobSpec {
+        var params = try Params(raw, policy: policy)
+        let durableRecord = params.durable ? driver.durableRecord(Self.name, raw, model: &params.model, resuming: resuming) : nil
         let part = PartFile(finalPath: params.path)
         try checkDestination(params)
         let partStage = PartFileStage(part: part, resume: params.resume, durable: params.fsync, errorBodyLimit: Self.errorBodyLimit)
-        let spec = JobSpec(
+        return JobSpec(
             kind: .download, model: params.model, request: params.model.httpRequest(maxBodyBytes: Self.errorBodyLimit),
-            stages: Pipeline.stages(driver.services, adding: [partStage]), preparesOnWorker: true,
-            answer: JobSpec.Answer(blocking: true) { job, response in try Self.finish(job, response, part: part, params: params) })
-        return try await driver.run(spec, context: context)
+            stages: Pipeline.stages(driver.services, adding: [partStage]), preparesOnWorker: true, durableRecord: durableRecord,
+            answer: JobSpec.Answer(blocking: true) { [params] job, response in try Self.finish(job, response, part: part, params: params) })
     }
 
     /// Refused before any request: an existing file without `overwrite`, or no directory.

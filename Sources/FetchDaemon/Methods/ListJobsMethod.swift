@@ -18,7 +18,7 @@ struct ListJobsMethod: InlineRPCMethod {
                 "sentBytes": .integer(progress?.sentBytes ?? 0),
                 "receivedBytes": .integer(progress?.receivedBytes ?? 0),
                 "totalBytes": progress?.totalReceiveBytes.map(JSONValue.integer) ?? .null,
-                "comment": JSONValue(job.comment),
+                "comment": JSONValue(job.comment), "durable": .bool(job.durable),
             ]
         }
         return ["jobs": .array(list)]

@@ -5,7 +5,7 @@ import JSONRPC
 
 /// `upload`: multipart/form-data streamed from disk (files by path or inline, plus form
 /// fields), or, with `resumable`, one file in Google's resumable upload protocol.
-struct UploadMethod: RPCMethod {
+struct UploadMethod: DurableJobMethod {
     static let name = "upload"
 
     struct FileParam {
@@ -24,6 +24,8 @@ struct UploadMethod: RPCMethod {
         var resumableChunkSize: Int64?
         var bodyMode = ResponseBody.Mode.auto
         var maxBodyBytes = 64 << 20
+        /// Survives a daemon restart (Durable jobs): sent again from the start; implies detach.
+        var durable = false
 
         init(_ params: JSONValue?, policy: FilePolicy) throws {
             var reader = try ParamReader(params)
@@ -45,6 +47,7 @@ struct UploadMethod: RPCMethod {
                 }
             }
             if let skip = try reader.bool("skipUnreadable") { skipUnreadable = skip }
+            if let durable = try reader.bool("durable") { self.durable = durable }
             (bodyMode, maxBodyBytes) = try ResponseBody.readOptions(&reader)
             if var resumable = try reader.nested("resumable") {
                 resumableChunkSize = Int64(try resumable.integer("chunkSize", in: 1...(1 << 40)) ?? 8 << 20)
@@ -102,8 +105,9 @@ struct UploadMethod: RPCMethod {
     let driver: JobDriver
     let policy: FilePolicy
 
-    func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
-        var params = try Params(params, policy: policy)
+    func spec(_ raw: JSONValue?, resuming: DurableStore.Record?) throws -> JobSpec {
+        var params = try Params(raw, policy: policy)
+        let durableRecord = params.durable ? driver.durableRecord(Self.name, raw, model: &params.model, resuming: resuming) : nil
         let requested = params.files
         // Strict by default: an unreadable file stops the upload before anything is sent.
         var failedFiles: [String] = []
@@ -121,7 +125,6 @@ struct UploadMethod: RPCMethod {
             Self.result(job, response, params: params, failedFiles: failedFiles)
         }
         var request = params.model.httpRequest(maxBodyBytes: params.maxBodyBytes)
-        let spec: JobSpec
         if let chunkSize = params.resumableChunkSize {
             guard let file = readable.first, case .path(let path) = file.source else {
                 var unreadablePath = ""
@@ -131,23 +134,30 @@ struct UploadMethod: RPCMethod {
             var info = stat()
             guard stat(path, &info) == 0 else { throw TransferFileError(path: path, detail: String(cString: strerror(errno))) }
             let jobs = driver.jobs
+            var sessionStarted: (@Sendable (String) throws -> Void)? = nil
+            if let durableRecord, let store = driver.services.durable {
+                sessionStarted = { url in
+                    var record = durableRecord
+                    record.sessionURL = url
+                    try store.save(record)
+                }
+            }
             let session = ResumableUploadStage(
                 path: path, fileSize: Int64(info.st_size), chunkSize: chunkSize, contentType: file.mimetype,
-                engine: driver.services.engine, freshTransferID: { jobs.freshTransferID() })
+                engine: driver.services.engine, freshTransferID: { jobs.freshTransferID() },
+                resuming: durableRecord?.sessionURL, sessionStarted: sessionStarted)
             request.body = .none
             // Retry is on by default for a resumable upload, even with POST: surviving
             // failures is the point.
             var policy = params.model.retryPolicy
             policy.enabled = params.model.retry.enabled ?? true
-            spec = JobSpec(kind: .upload, model: params.model, request: request,
+            return JobSpec(kind: .upload, model: params.model, request: request,
                            stages: Pipeline.stages(driver.services, adding: [session]), retryPolicy: policy,
-                           preparesOnWorker: true, answer: answer)
-        } else {
-            request.body = .multipart(Self.form(params))
-            spec = JobSpec(kind: .upload, model: params.model, request: request, stages: Pipeline.stages(driver.services),
-                           answer: answer)
+                           preparesOnWorker: true, durableRecord: durableRecord, answer: answer)
         }
-        return try await driver.run(spec, context: context)
+        request.body = .multipart(Self.form(params))
+        return JobSpec(kind: .upload, model: params.model, request: request, stages: Pipeline.stages(driver.services),
+                       durableRecord: durableRecord, answer: answer)
     }
 
     static func result(_ job: Job, _ response: HTTPResponse, params: Params, failedFiles: [String]) -> JSONValue {

@@ -14,20 +14,34 @@ final class ResumableUploadStage: Stage, @unchecked Sendable {
     let path: String
     let engine: HTTPEngine
     let freshTransferID: @Sendable () -> UInt64
+    /// A durable upload writes its session URL down before the first chunk (`prepare` runs on
+    /// the blocking threads), so a restart asks the server for the offset instead of starting over.
+    let sessionStarted: (@Sendable (String) throws -> Void)?
     // The job's steps only, one at a time (see Stage).
     private var session: ResumableUpload
     private var sent = ResumableUpload.Step.start
+    private var writtenURL: String?
 
     init(path: String, fileSize: Int64, chunkSize: Int64, contentType: String, engine: HTTPEngine,
-         freshTransferID: @escaping @Sendable () -> UInt64) {
+         freshTransferID: @escaping @Sendable () -> UInt64, resuming sessionURL: String? = nil,
+         sessionStarted: (@Sendable (String) throws -> Void)? = nil) {
         self.path = path
         self.engine = engine
         self.freshTransferID = freshTransferID
+        self.sessionStarted = sessionStarted
         session = ResumableUpload(fileSize: fileSize, chunkSize: chunkSize, contentType: contentType)
+        if let sessionURL {
+            session.resume(uploadURL: sessionURL)
+            writtenURL = sessionURL
+        }
     }
 
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         sent = session.next
+        if let sessionStarted, let url = session.uploadURL, url != writtenURL {
+            try sessionStarted(url)
+            writtenURL = url
+        }
         guard sent != .start else {
             attempt.request.headers += session.startHeaders()
             return .proceed

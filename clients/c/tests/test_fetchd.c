@@ -490,6 +490,29 @@ static void test_auth(fetchd_client *c) {
     fetchd_error_clear(&err);
 }
 
+/* getJob and attach on an ended job (answered from the daemon's ring of ended jobs). */
+static void test_get_job_and_attach(fetchd_client *c) {
+    fetchd_error err = {0};
+    fetchd_response r = {0};
+    json_t *job = NULL, *res = NULL;
+    char *u = url("/status/200");
+    json_t *params = json_pack("{s:s, s:s}", "url", u, "jobId", "c-getjob-1");
+    CHECK(fetchd_fetch_ex(c, params, &r, &err) == FETCHD_OK, "fetch: %s", err.message);
+    json_decref(params);
+    fetchd_response_free(&r);
+    CHECK(fetchd_get_job(c, "c-getjob-1", &job, &err) == FETCHD_OK, "getJob: %s", err.message);
+    CHECK(job && !strcmp(json_string_value(json_object_get(job, "state")), "finished"), "getJob state");
+    CHECK(json_integer_value(json_object_get(json_object_get(job, "result"), "status")) == 200, "getJob result");
+    json_decref(job);
+    CHECK(fetchd_attach(c, "c-getjob-1", 0, &res, &err) == FETCHD_OK, "attach: %s", err.message);
+    CHECK(json_integer_value(json_object_get(res, "status")) == 200, "attach result");
+    json_decref(res);
+    CHECK(fetchd_get_job(c, "c-no-such-job", &job, &err) == FETCHD_ERR_RPC && err.code == -32602, "getJob unknown");
+    CHECK(job == NULL, "no job on error");
+    fetchd_error_clear(&err);
+    free(u);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 4 && argc <= 5 && !strcmp(argv[1], "--peer"))
         return test_peer(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
@@ -513,6 +536,7 @@ int main(int argc, char **argv) {
     test_timeout(c);
     test_download(c);
     test_auth(c);
+    test_get_job_and_attach(c);
     fetchd_close(c);
 
     printf("c-client: %d checks, %d failed, %d skipped\n", checks, failures, skipped);

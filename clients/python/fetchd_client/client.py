@@ -154,12 +154,14 @@ class Response(dict):
 
 class _Call:
     """One request waiting for its answer; the reader thread feeds its queue."""
-    __slots__ = ("id", "job_id", "queue", "on_progress", "on_retrying")
+    __slots__ = ("id", "job_id", "queue", "on_progress", "on_retrying", "owns_job")
 
     def __init__(self, req_id: int, job_id: Optional[str], on_progress: Optional[Callback],
-                 on_retrying: Optional[Callback]):
+                 on_retrying: Optional[Callback], owns_job: bool = True):
         self.id = req_id
         self.job_id = job_id
+        # False for attach: an interrupted wait leaves the job running.
+        self.owns_job = owns_job
         self.queue: "queue.SimpleQueue[tuple]" = queue.SimpleQueue()
         self.on_progress = on_progress
         self.on_retrying = on_retrying
@@ -312,6 +314,7 @@ class Client:
 
     def download(self, url: str, path: PathLike, *, overwrite: Optional[bool] = None,
                  resume: Optional[bool] = None, sha256: Optional[str] = None,
+                 durable: Optional[bool] = None,
                  on_progress: Optional[Callback] = None, on_retrying: Optional[Callback] = None,
                  rpc_timeout: Optional[float] = None, **options: Any) -> Response:
         """``download``: stream the body to ``path`` (made absolute here) through
@@ -328,11 +331,12 @@ class Client:
         _put(params, "overwrite", overwrite)
         _put(params, "resume", resume)
         _put(params, "sha256", sha256)
+        _put(params, "durable", durable)
         return Response(self._job_call("download", params, on_progress, on_retrying, rpc_timeout))
 
     def upload(self, url: str, files: Iterable[Union[PathLike, Mapping[str, Any]]] = (), *,
                fields: Optional[Mapping[str, str]] = None,
-               skip_unreadable: Optional[bool] = None,
+               skip_unreadable: Optional[bool] = None, durable: Optional[bool] = None,
                on_progress: Optional[Callback] = None, on_retrying: Optional[Callback] = None,
                rpc_timeout: Optional[float] = None, **options: Any) -> Response:
         """``upload``: a multipart/form-data POST (unless ``method`` says otherwise) streamed
@@ -350,6 +354,7 @@ class Client:
         params["files"] = [_file_spec(f) for f in files]
         _put(params, "fields", dict(fields) if fields is not None else None)
         _put(params, "skipUnreadable", skip_unreadable)
+        _put(params, "durable", durable)
         return Response(self._job_call("upload", params, on_progress, on_retrying, rpc_timeout))
 
     def cancel(self, job_id: str) -> bool:
@@ -357,6 +362,22 @@ class Client:
         call then raises Cancelled with ``by == "cancel"``); False when unknown or finished.
         Works for jobs of any connection."""
         return bool(self._call("cancel", {"jobId": job_id})["cancelled"])
+
+    def get_job(self, job_id: str) -> Dict[str, Any]:
+        """``getJob``: ``{"jobId", "state", "durable", "restarts"}`` of a live job, plus
+        ``result`` or ``error`` once it has ended (the last 1,000 ended jobs are kept).
+        An unknown id raises InvalidParams."""
+        return self._call("getJob", {"jobId": job_id})
+
+    def attach(self, job_id: str, *, on_progress: Optional[Callback] = None,
+               on_retrying: Optional[Callback] = None, rpc_timeout: Optional[float] = None) -> Response:
+        """``attach``: wait for a job of any connection (a detached or durable one whose
+        client went away, say) and return its result, or raise its error, as its own request
+        would. ``on_progress``/``on_retrying`` get its notifications from now on. An
+        interrupted wait leaves the job running (use :meth:`cancel` to stop it)."""
+        params = {"jobId": job_id, "progress": on_progress is not None or on_retrying is not None}
+        return Response(self._call("attach", params, rpc_timeout=rpc_timeout, job_id=job_id,
+                                   on_progress=on_progress, on_retrying=on_retrying, owns_job=False))
 
     def list_jobs(self) -> List[Dict[str, Any]]:
         """``listJobs``: the live jobs (jobId, method, url, state, attempt, sentBytes,
@@ -509,11 +530,11 @@ class Client:
 
     def _call(self, method: str, params: Any = None, *, rpc_timeout: Optional[float] = None,
               job_id: Optional[str] = None, on_progress: Optional[Callback] = None,
-              on_retrying: Optional[Callback] = None) -> Json:
+              on_retrying: Optional[Callback] = None, owns_job: bool = True) -> Json:
         if threading.current_thread() is self._reader:
             raise RuntimeError("fetchd_client: a call from on_notification (the reader thread) "
                                "would wait forever; use notify() or another thread")
-        call = _Call(next(self._ids), job_id, on_progress, on_retrying)
+        call = _Call(next(self._ids), job_id, on_progress, on_retrying, owns_job)
         with self._lock:
             if self._closed_error is not None:
                 raise self._closed_error
@@ -559,11 +580,13 @@ class Client:
                             cb(item.get("params") or {})
                         except BaseException as e:  # stop the job, then re-raise
                             failure = e
-                            self._cancel_quietly(call.job_id)
+                            if call.owns_job:
+                                self._cancel_quietly(call.job_id)
         except BaseException as e:
             if e is not failure and not isinstance(e, (RPCError, ConnectionClosed)):
                 # Interrupted (Ctrl-C) or timed out here: do not leave the job running.
-                self._cancel_quietly(call.job_id)
+                if call.owns_job:
+                    self._cancel_quietly(call.job_id)
             raise
 
     def _cancel_quietly(self, job_id: Optional[str]) -> None:

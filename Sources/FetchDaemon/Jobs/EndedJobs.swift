@@ -1,0 +1,62 @@
+import JSONRPC
+
+/// How one job ended, as `getJob` and `attach` report it once it is gone from the live jobs.
+struct EndedJob: Sendable {
+    let jobID: String
+    /// "finished" | "failed" | "cancelled".
+    let state: String
+    let durable: Bool
+    let restarts: Int
+    /// The job's answer: its result, or its error as the client got it.
+    let answer: Result<JSONValue, RPCError>
+}
+
+/// The last `capacity` ended jobs by id, oldest dropped first: a ring, so memory stays bounded
+/// whatever the traffic. A jobId used again replaces the older entry. Pure; the registry
+/// keeps it under its lock.
+struct EndedJobs: Sendable {
+    static let defaultCapacity = 1_000
+
+    let capacity: Int
+    private var byID: [String: (sequence: UInt64, job: EndedJob)] = [:]
+    /// Slots in the order they were written; `next` is the oldest once the ring is full.
+    private var ring: [(sequence: UInt64, jobID: String)] = []
+    private var next = 0
+    private var sequence: UInt64 = 0
+
+    init(capacity: Int = defaultCapacity) {
+        self.capacity = max(1, capacity)
+    }
+
+    var count: Int { byID.count }
+
+    subscript(jobID: String) -> EndedJob? { byID[jobID]?.job }
+
+    mutating func add(_ job: EndedJob) {
+        sequence += 1
+        let slot = (sequence: sequence, jobID: job.jobID)
+        if ring.count < capacity {
+            ring.append(slot)
+        } else {
+            let oldest = ring[next]
+            // Only when that id was not ended again since (a newer entry is not dropped).
+            if byID[oldest.jobID]?.sequence == oldest.sequence { byID[oldest.jobID] = nil }
+            ring[next] = slot
+            next = (next + 1) % capacity
+        }
+        byID[job.jobID] = (sequence, job)
+    }
+
+    /// What a fetch's result keeps once ended: no body (the ring would otherwise hold up to
+    /// 1,000 bodies of up to 64 MiB); `bodyOmitted` says it was there.
+    static func kept(_ result: JSONValue) -> JSONValue {
+        guard case .object(var object) = result else { return result }
+        var omitted = false
+        for name in ["body", "bodyBase64", "json", "jsonError"] where object[name] != nil {
+            object[name] = nil
+            omitted = true
+        }
+        if omitted { object["bodyOmitted"] = true }
+        return .object(object)
+    }
+}

@@ -1,0 +1,41 @@
+@testable import FetchDaemon
+import JSONRPC
+import XCTest
+
+final class EndedJobsTests: XCTestCase {
+    private func ended(_ id: String, _ n: Int = 0) -> EndedJob {
+        EndedJob(jobID: id, state: "finished", durable: false, restarts: 0, answer: .success(["n": JSONValue(n)]))
+    }
+
+    func testKeepsTheLastCapacityJobs() {
+        var ring = EndedJobs(capacity: 3)
+        for i in 1...5 { ring.add(ended("j\(i)")) }
+        XCTAssertEqual(ring.count, 3)
+        XCTAssertNil(ring["j1"])
+        XCTAssertNil(ring["j2"])
+        XCTAssertNotNil(ring["j3"])
+        XCTAssertNotNil(ring["j5"])
+    }
+
+    func testAnIDEndedAgainIsNotDroppedWithItsOlderSlot() {
+        var ring = EndedJobs(capacity: 2)
+        ring.add(ended("a", 1))
+        ring.add(ended("b"))
+        ring.add(ended("a", 2))  // the ring is full: its oldest slot (the first "a") is reused
+        XCTAssertEqual(try ring["a"]?.answer.get()["n"], JSONValue(2))
+        XCTAssertNotNil(ring["b"])
+        ring.add(ended("c"))  // drops "b"
+        XCTAssertNil(ring["b"])
+        XCTAssertNotNil(ring["a"])
+        ring.add(ended("d"))  // drops the second "a"
+        XCTAssertNil(ring["a"])
+        XCTAssertEqual(ring.count, 2)
+    }
+
+    func testAFetchResultLosesItsBody() {
+        let kept = EndedJobs.kept(["status": 200, "body": "x", "bytes": 1])
+        XCTAssertEqual(kept["body"], nil)
+        XCTAssertEqual(kept["bodyOmitted"], true)
+        XCTAssertEqual(kept["status"], 200)
+    }
+}

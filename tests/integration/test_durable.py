@@ -1,0 +1,437 @@
+"""Durable jobs (issue 19): getJob for live and ended jobs, attach from other connections,
+and --state-dir with `durable: true` surviving a kill -9 of the daemon."""
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import unittest
+import urllib.error
+import urllib.request
+
+from harness import Daemon, DaemonTestCase, RPCError, servers, wait_for
+from jobhelpers import collect, hits, key, send_request
+from test_download import ranged_log
+import testserver
+
+SLOW = "/slow-body?chunks=30&ms=100"  # 30 bytes over ~3 s
+
+
+def job_state(client, job_id):
+    """getJob's state, or None while the job is not registered yet (a download starts in a task)."""
+    try:
+        return client.call("getJob", {"jobId": job_id})["state"]
+    except RPCError:
+        return None
+
+
+class TestGetJob(DaemonTestCase):
+    def get_job(self, job_id, client=None):
+        return (client or self.c).call("getJob", {"jobId": job_id})
+
+    def test_live_then_finished(self):
+        job = key("gj")
+        rid = send_request(self.c, "fetch", {"url": self.srv.test_url + SLOW, "jobId": job})
+        with self.daemon.client() as c2:
+            live = wait_for(lambda: (lambda j: j if j["state"] == "running" else None)(self.get_job(job, c2)),
+                            timeout=5, message="the job never showed running")
+            self.assertEqual(live, {"jobId": job, "state": "running", "durable": False, "restarts": 0})
+            answer = collect(self.c, rid, timeout=10).answer
+            self.assertEqual(answer["result"]["status"], 200, answer)
+            ended = self.get_job(job, c2)
+        self.assertEqual(ended["state"], "finished", ended)
+        self.assertEqual(ended["restarts"], 0)
+        self.assertEqual(ended["result"]["status"], 200, ended)
+        self.assertEqual(ended["result"]["jobId"], job, ended)
+        self.assertNotIn("body", ended["result"], "an ended fetch keeps no body")
+        self.assertTrue(ended["result"]["bodyOmitted"], ended)
+        self.assertNotIn("error", ended)
+
+    def test_failed_and_cancelled(self):
+        failed = key("gjf")
+        with self.assertRaises(RPCError):
+            self.c.call("fetch", {"url": "http://127.0.0.1:1/", "jobId": failed, "retry": False})
+        got = self.get_job(failed)
+        self.assertEqual(got["state"], "failed", got)
+        self.assertEqual(got["error"]["code"], -32001, got)
+        self.assertNotIn("result", got)
+        cancelled = key("gjc")
+        rid = send_request(self.c, "fetch", {"url": self.srv.test_url + SLOW, "jobId": cancelled})
+        with self.daemon.client() as c2:
+            wait_for(lambda: self.get_job(cancelled, c2)["state"] == "running", timeout=5)
+            self.assertEqual(c2.call("cancel", {"jobId": cancelled}), {"cancelled": True})
+        collect(self.c, rid, timeout=5)
+        got = self.get_job(cancelled)
+        self.assertEqual(got["state"], "cancelled", got)
+        self.assertEqual(got["error"]["code"], -32002, got)
+        self.assertEqual(got["error"]["data"], {"jobId": cancelled, "by": "cancel"}, got)
+
+    def test_unknown_job(self):
+        with self.assertRaises(RPCError) as caught:
+            self.get_job("no-such-job-" + key())
+        self.assertEqual(caught.exception.code, -32602)
+        self.assertEqual(caught.exception.data.get("field"), "jobId", caught.exception.data)
+
+
+class TestAttach(DaemonTestCase):
+    def test_detached_download_whose_client_left(self):
+        job = key("att")
+        out = os.path.join(self.daemon.tmpdir, job + ".bin")
+        first = self.daemon.client()
+        send_request(first, "download", {"url": self.srv.test_url + SLOW, "path": out, "jobId": job,
+                                         "detach": True})
+        wait_for(lambda: job_state(self.c, job) == "running", timeout=5)
+        first.close()  # the job's own client is gone; detached, the job goes on
+        with self.daemon.client() as c2, self.daemon.client() as c3:
+            watching = send_request(c2, "attach", {"jobId": job, "progress": True})
+            quiet = send_request(c3, "attach", {"jobId": job})
+            got = collect(c2, watching, timeout=15)
+            other = collect(c3, quiet, timeout=15)
+        result = got.answer["result"]
+        self.assertEqual(result["jobId"], job, got.answer)
+        self.assertEqual(result["bytes"], 30, result)
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), b"x" * 30)
+        self.assertEqual(other.answer, got.answer, "every attached connection gets the same answer")
+        progress = got.of("progress")
+        self.assertTrue(progress, "progress was asked for but none came")
+        self.assertTrue(all(p["jobId"] == job for _, p in progress), progress)
+        self.assertEqual(other.of("progress"), [], "progress came to a connection that did not ask for it")
+        # Ended: an attach is answered at once from the ring.
+        self.assertEqual(self.c.call("attach", {"jobId": job}), result)
+
+    def test_attach_to_failed_job_gets_its_error(self):
+        job = key("attf")
+        with self.assertRaises(RPCError):
+            self.c.call("fetch", {"url": "http://127.0.0.1:1/", "jobId": job, "retry": False})
+        with self.assertRaises(RPCError) as caught:
+            self.c.call("attach", {"jobId": job})
+        self.assertEqual(caught.exception.code, -32001)
+
+    def test_attach_unknown(self):
+        with self.assertRaises(RPCError) as caught:
+            self.c.call("attach", {"jobId": "nope-" + key()})
+        self.assertEqual(caught.exception.code, -32602)
+        self.assertEqual(caught.exception.data.get("field"), "jobId")
+
+
+class DurableCase(unittest.TestCase):
+    """Daemons that share one --state-dir (made by the first of them), and an output directory."""
+
+    def setUp(self):
+        self.srv = servers()
+        self.base = tempfile.mkdtemp(prefix="fetchd-state-")
+        self.state = os.path.join(self.base, "state", "fetchd")  # made by the daemon
+        self.out_dir = tempfile.mkdtemp(prefix="fetchd-durable-out-")
+        self.daemons = []
+
+    def tearDown(self):
+        for d in self.daemons:
+            d.close()
+        shutil.rmtree(self.base, ignore_errors=True)
+        shutil.rmtree(self.out_dir, ignore_errors=True)
+
+    def daemon(self, *args):
+        d = Daemon("--state-dir", self.state, *args).start()
+        self.daemons.append(d)
+        return d
+
+    def jobs_dir(self):
+        return os.path.join(self.state, "jobs")
+
+    def start_stalled(self, d, job, name, size=200_000, cut=50_000):
+        """A durable download from d whose first request stalls after `cut` bytes (in the part file)."""
+        out = os.path.join(self.out_dir, job + ".bin")
+        url = f"{self.srv.test_url}/ranged/{size}?etag=v1&key={name}&stall-after={cut}"
+        c = d.client()
+        send_request(c, "download", {"url": url, "path": out, "jobId": job, "durable": True})
+        wait_for(lambda: os.path.exists(out + ".part") and os.path.getsize(out + ".part") >= cut, timeout=10,
+                 message="the first part never arrived")
+        return c, out
+
+
+class TestDurable(DurableCase):
+    """A durable download survives kill -9 of its daemon: the next daemon with the same
+    --state-dir resumes it, from its part file, with the same jobId."""
+
+    def test_kill_9_mid_transfer_then_resume(self):
+        size, cut = 300_000, 100_000
+        job, name = key("dur"), key("durlog")
+        out = os.path.join(self.out_dir, "big.bin")
+        url = f"{self.srv.test_url}/ranged/{size}?etag=v1&key={name}&stall-after={cut}"
+        first = self.daemon()
+        c = first.client()
+        send_request(c, "download", {"url": url, "path": out, "jobId": job, "durable": True,
+                                     "headers": {"Authorization": "Bearer s3cret-token", "X-Trace": "t1"}})
+        job_file = os.path.join(self.jobs_dir(), job + ".json")
+        wait_for(lambda: os.path.exists(job_file), timeout=5, message="the job file was never written")
+        self.assertEqual(os.stat(self.state).st_mode & 0o777, 0o700)
+        self.assertEqual(os.stat(self.jobs_dir()).st_mode & 0o777, 0o700)
+        with open(job_file) as f:
+            stored = json.load(f)
+        self.assertEqual(stored["jobId"], job)
+        self.assertEqual(stored["restarts"], 0)
+        self.assertEqual(stored["params"]["headers"], {"X-Trace": "t1"}, "credentials are never stored")
+        self.assertNotIn("s3cret", json.dumps(stored))
+        self.assertTrue(c.call("getJob", {"jobId": job})["durable"])
+        listed = [j for j in c.call("listJobs")["jobs"] if j["jobId"] == job]
+        self.assertEqual([j["durable"] for j in listed], [True], listed)
+        wait_for(lambda: os.path.exists(out + ".part") and os.path.getsize(out + ".part") >= cut, timeout=10,
+                 message="the first part never arrived")
+        self.assertFalse(os.path.exists(out), "nothing under the final name before it is complete")
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+
+        second = self.daemon()
+        with second.client() as c2:
+            got = c2.call("getJob", {"jobId": job})
+            self.assertTrue(got["durable"], got)
+            self.assertEqual(got["restarts"], 1, got)
+            result = c2.call("attach", {"jobId": job}, timeout=30)
+            ended = c2.call("getJob", {"jobId": job})
+        data = testserver.det_bytes(size)
+        self.assertEqual(result["sha256"], hashlib.sha256(data).hexdigest(), result)
+        self.assertTrue(result["resumed"], result)
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), data)
+        self.assertEqual(ended["state"], "finished", ended)
+        self.assertEqual(ended["restarts"], 1, ended)
+        self.assertEqual(ended["result"]["sha256"], result["sha256"])
+        log = ranged_log(name)
+        self.assertEqual(len(log), 2, log)
+        self.assertIsNone(log[0]["range"], log)
+        self.assertEqual(log[1]["range"], f"bytes={cut}-", log)
+        self.assertEqual(log[1]["ifRange"], '"v1"', log)
+        self.assertEqual(log[1]["status"], 206, log)
+        wait_for(lambda: not os.path.exists(job_file), timeout=5, message="the job file outlived the job")
+
+    def test_corrupt_job_file_is_moved_aside(self):
+        os.makedirs(self.jobs_dir(), mode=0o700)
+        os.chmod(self.state, 0o700)
+        bad = os.path.join(self.jobs_dir(), "broken.json")
+        with open(bad, "w") as f:
+            f.write('{"version": 1, "jobId": "broken", "meth')
+        d = self.daemon()
+        with d.client() as c:
+            self.assertEqual(c.call("ping"), "pong")
+        self.assertFalse(os.path.exists(bad))
+        self.assertTrue(os.path.exists(bad + ".corrupt"))
+        self.assertIn("broken.json is not a job", d.stderr_text())
+
+    def test_state_dir_with_open_mode_is_refused(self):
+        os.makedirs(self.state, mode=0o755)
+        os.chmod(self.state, 0o755)
+        d = self.daemon()
+        with d.client() as c:
+            with self.assertRaises(RPCError) as caught:
+                c.call("download", {"url": self.srv.test_url + "/status/200", "durable": True,
+                                    "path": os.path.join(self.out_dir, "x")})
+        self.assertEqual(caught.exception.code, -32003)
+        self.assertIn("has mode 0755", json.dumps(caught.exception.data))
+        self.assertEqual(os.listdir(self.out_dir), [])
+
+    def test_sigterm_keeps_the_job_and_disconnect_does_not_cancel(self):
+        job, name = key("durterm"), key("durtermlog")
+        first = self.daemon()
+        c, out = self.start_stalled(first, job, name)
+        c.close()  # durable implies detach
+        with first.client() as c2:
+            self.assertEqual(c2.call("getJob", {"jobId": job})["state"], "running")
+        self.assertEqual(first.stop(signal.SIGTERM), 0)
+        self.assertTrue(os.path.exists(os.path.join(self.jobs_dir(), job + ".json")),
+                        "a durable job cancelled by the shutdown keeps its file")
+        second = self.daemon()
+        with second.client() as c3:
+            result = c3.call("attach", {"jobId": job}, timeout=30)
+            self.assertEqual(c3.call("getJob", {"jobId": job})["restarts"], 1)
+        self.assertEqual(result["sha256"], hashlib.sha256(testserver.det_bytes(200_000)).hexdigest())
+        self.assertIn("resumed 1 durable job(s)", second.stderr_text())
+
+    def test_cancel_of_a_restored_job(self):
+        job, name = key("durcancel"), key("durcancellog")
+        first = self.daemon()
+        self.start_stalled(first, job, name)
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        job_file = os.path.join(self.jobs_dir(), job + ".json")
+        with open(job_file) as f:
+            stored = json.load(f)
+        # The resumed download goes to a route that sends its body slowly (and ignores the
+        # Range: it starts over), so it is still running when the cancel comes.
+        stored["params"]["url"] = self.srv.test_url + "/slow-body?chunks=100&ms=100"
+        with open(job_file, "w") as f:
+            json.dump(stored, f)
+        second = self.daemon()
+        with second.client() as c:
+            attached = send_request(c, "attach", {"jobId": job})
+            with second.client() as c2:
+                wait_for(lambda: c2.call("getJob", {"jobId": job})["state"] == "running", timeout=5)
+                self.assertEqual(c2.call("cancel", {"jobId": job}), {"cancelled": True})
+            answer = collect(c, attached, timeout=5).answer
+            self.assertEqual(answer["error"]["code"], -32002, answer)
+            got = c.call("getJob", {"jobId": job})
+        self.assertEqual(got["state"], "cancelled", got)
+        self.assertEqual(got["restarts"], 1, got)
+        wait_for(lambda: not os.path.exists(job_file), timeout=5, message="a cancelled job's file stays")
+
+    def test_resumable_upload_asks_for_its_offset_after_kill_9(self):
+        chunk, size = 64 << 10, 256 << 10
+        sid = key("durup")
+        src = os.path.join(self.out_dir, "up.bin")
+        data = testserver.det_bytes(size, seed=7)
+        with open(src, "wb") as f:
+            f.write(data)
+        info_url = f"{self.srv.test_url}/resumable/session/{sid}/info"
+
+        def info():
+            try:
+                with urllib.request.urlopen(info_url, timeout=10) as r:
+                    return json.loads(r.read())
+            except urllib.error.HTTPError:
+                return {}  # not started yet
+
+        first = self.daemon()
+        c = first.client()
+        job = key("durupjob")
+        send_request(c, "upload", {"url": f"{self.srv.test_url}/resumable/start?key={sid}&hold-chunk=3&hold-ms=1000",
+                                   "files": [{"path": src}], "resumable": {"chunkSize": chunk},
+                                   "jobId": job, "durable": True})
+        wait_for(lambda: info().get("holding"), timeout=10, message="the third chunk was never held")
+        with open(os.path.join(self.jobs_dir(), job + ".json")) as f:
+            self.assertTrue(json.load(f)["sessionUrl"].endswith("/resumable/session/" + sid))
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        wait_for(lambda: not info()["holding"], timeout=5)  # the server keeps the held chunk
+        self.assertEqual(info()["size"], 3 * chunk)
+
+        second = self.daemon()
+        with second.client() as c2:
+            result = c2.call("attach", {"jobId": job}, timeout=30)
+            self.assertEqual(c2.call("getJob", {"jobId": job})["restarts"], 1)
+        self.assertEqual(result["status"], 200, result)
+        done = info()
+        self.assertEqual(done["status"], "final", done)
+        self.assertEqual(done["sha256"], hashlib.sha256(data).hexdigest())
+        # one session: the start, 3 chunks, the new daemon's query, the last chunk from the offset
+        self.assertEqual(done["commands"], ["start", "upload", "upload", "upload", "query", "upload, finalize"], done)
+        self.assertEqual(done["offsets"][-1], 3 * chunk, done["offsets"])
+
+    def test_ten_downloads_killed_and_resumed(self):
+        size, cut = 200_000, 60_000
+        first = self.daemon()
+        c = first.client()
+        jobs = []
+        for i in range(10):
+            job, name = key(f"dur10-{i}"), key(f"dur10log-{i}")
+            out = os.path.join(self.out_dir, f"f{i}.bin")
+            url = f"{self.srv.test_url}/ranged/{size}?etag=e{i}&seed={i}&key={name}&stall-after={cut}"
+            send_request(c, "download", {"url": url, "path": out, "jobId": job, "durable": True})
+            jobs.append((job, name, out, i))
+        for _, _, out, _ in jobs:
+            wait_for(lambda: os.path.exists(out + ".part") and os.path.getsize(out + ".part") >= cut, timeout=15,
+                     message=f"{out}: the first part never arrived")
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        self.assertEqual([os.path.exists(out) for _, _, out, _ in jobs], [False] * 10)
+        second = self.daemon()
+        with second.client() as c2:
+            ids = {job: send_request(c2, "attach", {"jobId": job}) for job, _, _, _ in jobs}
+            by_id = {}
+            while len(by_id) < len(ids):
+                m = c2.recv(timeout=30)
+                if "id" in m:
+                    by_id[m["id"]] = m
+            answers = {job: by_id[rid] for job, rid in ids.items()}
+        for job, name, out, i in jobs:
+            data = testserver.det_bytes(size, seed=i)
+            self.assertEqual(answers[job]["result"]["sha256"], hashlib.sha256(data).hexdigest(), answers[job])
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(), data, out)
+            self.assertEqual([r["range"] for r in ranged_log(name)], [None, f"bytes={cut}-"], name)
+        wait_for(lambda: os.listdir(self.jobs_dir()) == [], timeout=5, message=f"left: {os.listdir(self.jobs_dir())}")
+
+    def test_server_without_ranges_now_starts_over(self):
+        size, cut = 150_000, 50_000
+        job, name = key("dur200"), key("dur200log")
+        first = self.daemon()
+        c, out = self.start_stalled(first, job, name, size=size, cut=cut)
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        job_file = os.path.join(self.jobs_dir(), job + ".json")
+        with open(job_file) as f:
+            stored = json.load(f)
+        stored["params"]["url"] += "&no-range=1"  # the server now ignores Range
+        with open(job_file, "w") as f:
+            json.dump(stored, f)
+        second = self.daemon()
+        with second.client() as c2:
+            result = c2.call("attach", {"jobId": job}, timeout=30)
+        data = testserver.det_bytes(size)
+        self.assertEqual(result["sha256"], hashlib.sha256(data).hexdigest(), result)
+        self.assertFalse(result["resumed"], result)
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), data)
+
+    def test_resumed_jobs_wait_in_their_hosts_queue(self):
+        hold, n = key("durq"), 8
+        first = self.daemon("--max-per-host", "1")
+        c = first.client()
+        for i in range(n):
+            send_request(c, "download", {"url": f"{self.srv.test_url}/record/{hold}?ms=300", "durable": True,
+                                         "jobId": f"{hold}-{i}", "path": os.path.join(self.out_dir, f"q{i}")})
+        wait_for(lambda: len(os.listdir(self.jobs_dir())) == n if os.path.isdir(self.jobs_dir()) else False,
+                 timeout=10, message="not every job was written down")
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        wait_for(lambda: hits(hold)["inFlight"] == 0, timeout=5)
+        before = hits(hold)["count"]
+        second = self.daemon("--max-per-host", "2")
+        with second.client() as c2:
+            for i in range(n):
+                self.assertEqual(c2.call("attach", {"jobId": f"{hold}-{i}"}, timeout=30)["status"], 200)
+        record = hits(hold)
+        self.assertEqual(record["count"] - before, n, record)
+        self.assertLessEqual(record["maxConcurrent"], 2, f"the restart stampeded the host: {record}")
+
+    def test_non_durable_jobs_never_touch_the_state_dir(self):
+        d = self.daemon()
+        with d.client() as c:
+            r = c.call("download", {"url": self.srv.test_url + "/ranged/1000", "path": os.path.join(self.out_dir, "n")})
+            self.assertEqual(r["bytes"], 1000)
+            self.assertEqual(c.call("fetch", {"url": self.srv.test_url + "/status/200"})["status"], 200)
+        self.assertFalse(os.path.exists(self.state), "the state directory was made without a durable job")
+
+
+class TestPythonClient(DurableCase):
+    """fetchd_client's durable, attach and get_job against a killed and restarted daemon."""
+
+    def test_attach_and_get_job(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                        "clients", "python"))
+        from fetchd_client import Client, InvalidParams
+        size, cut = 120_000, 40_000
+        name, job = key("pydurlog"), key("pydur")
+        out = os.path.join(self.out_dir, "py.bin")
+        url = f"{self.srv.test_url}/ranged/{size}?etag=p&key={name}&stall-after={cut}"
+        first = self.daemon()
+        c = Client(first.socket_path, rpc_timeout=60)
+        started = threading.Thread(target=lambda: self.assertRaises(Exception, c.download, url, out,
+                                                                    durable=True, job_id=job), daemon=True)
+        started.start()
+        wait_for(lambda: os.path.exists(out + ".part") and os.path.getsize(out + ".part") >= cut, timeout=10)
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        started.join(10)
+        c.close()
+        second = self.daemon()
+        with Client(second.socket_path, rpc_timeout=60) as c2:
+            result = c2.attach(job)
+            got = c2.get_job(job)
+            with self.assertRaises(InvalidParams):
+                c2.get_job("no-" + job)
+        self.assertEqual(result["sha256"], hashlib.sha256(testserver.det_bytes(size)).hexdigest())
+        self.assertEqual(got["restarts"], 1, got)
+        self.assertEqual(got["state"], "finished", got)
