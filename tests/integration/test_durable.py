@@ -386,14 +386,18 @@ class TestDurable(DurableCase):
                  timeout=10, message="not every job was written down")
         os.kill(first.pid, signal.SIGKILL)
         first.proc.wait()
+        # On a loaded machine the first job may have ended (its file removed) before the kill:
+        # the jobs to resume are those still written down.
+        pending = sorted(name[:-len(".json")] for name in os.listdir(self.jobs_dir()) if name.endswith(".json"))
+        self.assertGreaterEqual(len(pending), n - 2, pending)
         wait_for(lambda: hits(hold)["inFlight"] == 0, timeout=5)
         before = hits(hold)["count"]
         second = self.daemon("--max-per-host", "2")
         with second.client() as c2:
-            for i in range(n):
-                self.assertEqual(c2.call("attach", {"jobId": f"{hold}-{i}"}, timeout=30)["status"], 200)
+            for job in pending:
+                self.assertEqual(c2.call("attach", {"jobId": job}, timeout=30)["status"], 200)
         record = hits(hold)
-        self.assertEqual(record["count"] - before, n, record)
+        self.assertEqual(record["count"] - before, len(pending), record)
         self.assertLessEqual(record["maxConcurrent"], 2, f"the restart stampeded the host: {record}")
 
     def test_non_durable_jobs_never_touch_the_state_dir(self):
