@@ -23,6 +23,8 @@ public struct HTTPRequest: Sendable {
     public var bodyBudget: BodyBudget? = nil
     /// Sign the request with AWS Signature Version 4 (libcurl's CURLOPT_AWS_SIGV4); nil: no.
     public var awsSigV4: AWSSigV4? = nil
+    /// Headers libcurl would send itself (Accept, User-Agent...) that this request leaves out.
+    public var removedHeaders: [String] = []
 
     public init(
         method: String = "GET", url: String, headers: [HTTPHeader] = [], body: RequestBody = .none,

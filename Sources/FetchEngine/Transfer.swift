@@ -175,6 +175,8 @@ final class Transfer: @unchecked Sendable {
             let line = header.value.isEmpty ? "\(header.name);" : "\(header.name): \(header.value)"
             list = curl_slist_append(list, line)
         }
+        // "Name:" is libcurl's way to leave out a header it would add itself.
+        for name in request.removedHeaders { list = curl_slist_append(list, "\(name):") }
         // A body never waits a second for "100 Continue" from servers that don't send it.
         if request.body != .none && request.header(named: "Expect") == nil {
             list = curl_slist_append(list, "Expect:")

@@ -17,6 +17,8 @@ public struct TransferError: Error, Sendable, Equatable {
     public var exchange: [ExchangeHop] = []
     /// libcurl's phase times up to the failure.
     public var timings = TransferTimings()
+    /// libcurl's CURLcode, when libcurl reported the failure.
+    public var curlCode: Int?
 
     public init(_ kind: Kind, _ detail: String, filePath: String? = nil) {
         self.kind = kind
@@ -26,7 +28,9 @@ public struct TransferError: Error, Sendable, Equatable {
 
     static func from(code: CURLcode, detail: String) -> TransferError {
         let text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
-        return TransferError(kind(of: code), text)
+        var error = TransferError(kind(of: code), text)
+        error.curlCode = Int(code.rawValue)
+        return error
     }
 
     /// A response whose headers went past a limit (`HTTPLimits`): ours, counted in the

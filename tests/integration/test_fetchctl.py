@@ -82,7 +82,7 @@ class TestFetchctlBody(FetchctlCase):
         r = self.ctl("fetch", self.srv.test_url + "/status/404", "--fail")
         self.assertEqual(r.returncode, 22, r.stderr)
         self.assertEqual(r.stdout, b"")
-        self.assertIn(b"fetchctl: HTTP 404", r.stderr)
+        self.assertIn(b"fetchctl: The requested URL returned error: 404", r.stderr)
         r = self.ctl("fetch", self.srv.test_url + "/status/503", "--fail", "--retry", "0")
         self.assertEqual(r.returncode, 22, r.stderr)
         r = self.ctl("fetch", self.srv.test_url + "/status/200", "--fail")
@@ -200,7 +200,7 @@ class TestFetchctlErrors(FetchctlCase):
     def test_transport_error_shows_kind(self):
         from harness import closed_port
         r = self.ctl("fetch", f"http://127.0.0.1:{closed_port()}/", "--retry", "0")
-        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertEqual(r.returncode, 7, r.stderr)  # curl's "could not connect"
         self.assertIn(b"(code -32001)", r.stderr)
         self.assertIn(b"connect", r.stderr)
 
@@ -439,3 +439,88 @@ class TestFetchctlDownloadUpload(FetchctlCase):
             self.assertEqual(parts["file"]["contentType"], "application/json")
             self.assertEqual(parts["file"]["sha256"], hashlib.sha256(data).hexdigest())
             self.assertEqual(parts["title"]["size"], 2)
+
+
+class TestFetchctlAsCurl(FetchctlCase):
+    """Issue 18: the same command line through curl and through `fetchctl fetch`, against
+    the same local server: the same exit status and the same output."""
+
+    def both(self, *args, timeout=30, cwd=None):
+        """(curl, fetchctl, fetchctl's seconds) for one command line."""
+        curl = subprocess.run(["curl", *args], capture_output=True, timeout=timeout, cwd=cwd)
+        t0 = time.monotonic()
+        e = dict(os.environ)
+        e.pop("FETCHD_SOCKET", None)
+        ours = subprocess.run([FETCHCTL, "--socket", self.daemon.socket_path, "fetch", *args],
+                              capture_output=True, timeout=timeout, cwd=cwd, env=e)
+        return curl, ours, time.monotonic() - t0
+
+    def same(self, *args, code, stdout=None, quiet=None, **kw):
+        curl, ours, took = self.both(*args, **kw)
+        self.assertEqual(curl.returncode, code, f"curl {args}: {curl.stderr!r}")
+        self.assertEqual(ours.returncode, code, f"fetchctl fetch {args}: {ours.stderr!r}")
+        if stdout is not None:
+            self.assertEqual(curl.stdout, stdout)
+        self.assertEqual(ours.stdout, curl.stdout)
+        if quiet is not None:
+            self.assertEqual(curl.stderr == b"", quiet, curl.stderr)
+            self.assertEqual(ours.stderr == b"", quiet, ours.stderr)
+        return curl, ours, took
+
+    def test_max_time_is_the_whole_command(self):
+        _, _, took = self.same("-s", "-m", "1", self.srv.test_url + "/slow-headers?ms=4000", code=28, stdout=b"")
+        self.assertLess(took, 2.5)
+
+    def test_refused_connection_answered_at_once(self):
+        import socket
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()  # nothing listens there now
+        _, _, took = self.same("-s", f"http://127.0.0.1:{port}/", code=7, stdout=b"", quiet=True)
+        self.assertLess(took, 2.0)
+
+    def test_combined_short_flags_and_fail_quiet(self):
+        url = self.srv.test_url + "/status/404"
+        self.same("-fsSL", url, code=22, stdout=b"", quiet=False)
+        self.same("-sSf", url, code=22, stdout=b"", quiet=False)
+        self.same("-fs", url, code=22, stdout=b"", quiet=True)
+        self.same("-sL", self.srv.nginx_url + "/small.txt", code=0, stdout=SMALL_TXT.encode(), quiet=True)
+
+    def test_output_dash_is_stdout(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.same("-s", "-o", "-", self.srv.nginx_url + "/small.txt", code=0, stdout=SMALL_TXT.encode(), cwd=d)
+            self.same("-so-", self.srv.nginx_url + "/small.txt", code=0, stdout=SMALL_TXT.encode(), cwd=d)
+            self.assertEqual(os.listdir(d), [])
+
+    def sent_headers(self, out):
+        return {k.lower(): v for k, v in json.loads(out)["headers"]}
+
+    def test_header_removed_emptied_and_from_file(self):
+        url = self.srv.test_url + "/echo"
+        curl, ours, _ = self.both("-s", "-H", "Accept:", "-H", "X-Empty;", url)
+        for r in (curl, ours):
+            self.assertEqual(r.returncode, 0, r.stderr)
+            h = self.sent_headers(r.stdout)
+            self.assertNotIn("accept", h)
+            self.assertEqual(h.get("x-empty"), "")
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, "headers.txt")
+            with open(f, "w") as out:
+                out.write("X-One: 1\r\nX-Two: two words\n\nAccept:\n")
+            curl, ours, _ = self.both("-s", "-H", "@" + f, url)
+            for r in (curl, ours):
+                self.assertEqual(r.returncode, 0, r.stderr)
+                h = self.sent_headers(r.stdout)
+                self.assertEqual((h.get("x-one"), h.get("x-two")), ("1", "two words"))
+                self.assertNotIn("accept", h)
+
+    def test_exit_codes_of_common_failures(self):
+        t = self.srv.test_url
+        port = t.rsplit(":", 1)[1]
+        self.same("-s", "http://no-such-host.invalid/", code=6, stdout=b"", quiet=True)
+        self.same("-s", f"https://127.0.0.1:{port}/", code=35, stdout=b"", quiet=True)
+        self.same("-s", "-L", "--max-redirs", "2", t + "/redirect-loop", code=47, stdout=b"", quiet=True)
+        self.same("-s", "-o", "/dev/null", t + "/reset-mid-body", code=56, quiet=True)
+        self.same("-s", self.srv.nginx_tls_url + "/small.txt", code=60, stdout=b"", quiet=True)
+        self.same("-s", "-f", t + "/status/500", code=22, stdout=b"", quiet=True)

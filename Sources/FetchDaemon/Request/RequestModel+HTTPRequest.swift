@@ -34,6 +34,7 @@ extension RequestModel {
             timeoutMs: Self.milliseconds(timeout), connectTimeoutMs: Self.milliseconds(connectTimeout),
             maxRedirects: maxRedirects, maxBodyBytes: maxBodyBytes)
         request.cookieJar = cookieJar
+        request.removedHeaders = removedHeaders
         return request
     }
 
