@@ -1,5 +1,6 @@
 """clients/fetchctl, the bash client, against the real daemon (issues 2 and 3):
 byte-exact bodies, curl-style options reaching the server as sent, exit codes, Ctrl-C cancel."""
+import hashlib
 import json
 import os
 import shutil
@@ -524,3 +525,58 @@ class TestFetchctlAsCurl(FetchctlCase):
         self.same("-s", "-o", "/dev/null", t + "/reset-mid-body", code=56, quiet=True)
         self.same("-s", self.srv.nginx_tls_url + "/small.txt", code=60, stdout=b"", quiet=True)
         self.same("-s", "-f", t + "/status/500", code=22, stdout=b"", quiet=True)
+
+    def test_output_file_streams_a_large_body(self):
+        # 80 MB: past fetch's in-memory limit (64 MiB), so -o FILE must stream (a download).
+        name = "rw-80mb.bin"
+        src = os.path.join(self.srv.static_dir, name)
+        with open(src, "wb") as f:
+            for i in range(80):
+                f.write(bytes([i]) * 1_000_000)
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                a, b = os.path.join(d, "curl.bin"), os.path.join(d, "ours.bin")
+                with open(b, "wb") as f:
+                    f.write(b"old content, longer than nothing" * 10)  # overwritten, as curl does
+                curl = subprocess.run(["curl", "-sS", "-o", a, f"{self.srv.nginx_url}/{name}"], capture_output=True)
+                ours = self.ctl("fetch", "-sS", "-o", b, f"{self.srv.nginx_url}/{name}", timeout=120)
+                self.assertEqual((curl.returncode, ours.returncode, ours.stdout, ours.stderr), (0, 0, b"", b""), ours.stderr)
+                self.assertEqual(os.path.getsize(b), 80_000_000)
+                self.assertEqual(hashlib.sha256(open(a, "rb").read()).hexdigest(),
+                                 hashlib.sha256(open(b, "rb").read()).hexdigest())
+        finally:
+            os.unlink(src)
+
+    def cookie_lines(self, path):
+        with open(path) as f:
+            return sorted(line.rstrip("\n") for line in f if line.strip() and not line.startswith("# "))
+
+    def test_cookie_files_as_curl(self):
+        from urllib.parse import quote
+        t = self.srv.test_url
+        setter = t + "/set-cookie?raw=" + quote("a=1; Path=/") + "&raw=" + quote("z=2; Path=/; HttpOnly") \
+            + "&raw=" + quote("long=3; Path=/; Expires=Wed, 01 Jan 2070 00:00:00 GMT")
+        with tempfile.TemporaryDirectory() as d:
+            jc, jo = os.path.join(d, "curl.txt"), os.path.join(d, "ours.txt")
+            curl = subprocess.run(["curl", "-s", "-c", jc, setter], capture_output=True)
+            ours = self.ctl("fetch", "-s", "-c", jo, setter)
+            self.assertEqual((curl.returncode, ours.returncode), (0, 0), ours.stderr)
+            self.assertEqual(ours.stdout, curl.stdout)
+            self.assertEqual(self.cookie_lines(jo), self.cookie_lines(jc))
+            self.assertEqual(len(self.cookie_lines(jo)), 3)
+            # Each reads the other's file back.
+            for jar in (jc, jo):
+                curl = subprocess.run(["curl", "-s", "-b", jar, t + "/cookies"], capture_output=True)
+                ours = self.ctl("fetch", "-s", "-b", jar, t + "/cookies")
+                self.assertEqual(ours.returncode, 0, ours.stderr)
+                got = sorted(json.loads(ours.stdout)["cookie"].split("; "))
+                self.assertEqual(got, sorted(json.loads(curl.stdout)["cookie"].split("; ")))
+                self.assertEqual(got, ["a=1", "long=3", "z=2"])
+            # Cookie data, and no jar at all by default (curl keeps none between runs).
+            ours = self.ctl("fetch", "-s", "-b", "x=9", t + "/cookies")
+            self.assertEqual(json.loads(ours.stdout)["cookie"], "x=9")
+            self.ctl("fetch", "-s", setter)
+            ours = self.ctl("fetch", "-s", t + "/cookies")
+            self.assertIsNone(json.loads(ours.stdout)["cookie"])
+            jars = self.c.call("getCookies", {})["cookies"]
+            self.assertEqual([c for c in jars if c["name"] in ("a", "z", "long")], [])
