@@ -35,6 +35,7 @@ extension RequestModel {
             maxRedirects: maxRedirects, maxBodyBytes: maxBodyBytes)
         request.cookieJar = cookieJar
         request.removedHeaders = removedHeaders
+        routing.apply(to: &request)
         return request
     }
 

@@ -39,6 +39,8 @@ struct RequestModel: Sendable {
     var connectTimeout: Double = 10
     /// Seconds for the whole job, every attempt and retry wait included (nil: no limit).
     var maxTime: Double?
+    /// TLS, routing and protocol choices (insecure, caFile, httpVersion, range, resolve, unixSocket).
+    var routing = RequestRouting()
     var retry = RetrySetting()
     var maxRedirects = 10
     /// nil: no cookies (`false`); otherwise the jar's name.
@@ -113,6 +115,7 @@ struct RequestModel: Sendable {
         if let timeout = try params.number("timeout", in: 0.001...86_400) { self.timeout = timeout }
         if let connect = try params.number("connectTimeout", in: 0.001...86_400) { connectTimeout = connect }
         maxTime = try params.number("maxTime", in: 0.001...604_800)
+        routing = try RequestRouting(reading: &params, policy: policy)
         retry = try Self.readRetry(&params)
         if let redirects = try params.integer("maxRedirects", in: 0...100) { maxRedirects = redirects }
         switch params.value("cookieJar") {

@@ -1,0 +1,98 @@
+import FetchEngine
+import JSONRPC
+
+/// The request model's TLS, routing and protocol fields (protocol version 2): `insecure`,
+/// `caFile`, `httpVersion`, `range`, `resolve`, `unixSocket`. Each is checked here, so a bad
+/// value is -32602 naming its field before anything is sent.
+struct RequestRouting: Sendable, Equatable {
+    var insecure = false
+    var caFile: String?
+    var httpVersion: HTTPVersionChoice?
+    var range: String?
+    /// `resolve` as libcurl's CURLOPT_CONNECT_TO entries ("host:port:address:port").
+    var connectTo: [String] = []
+    var unixSocket: String?
+
+    init() {}
+
+    init(reading params: inout ParamReader, policy: FilePolicy) throws {
+        if let insecure = try params.bool("insecure") { self.insecure = insecure }
+        if let path = try params.string("caFile") {
+            try policy.checkReadable(path, field: params.field("caFile"))
+            caFile = path
+        }
+        if let version = try params.string("httpVersion") {
+            guard let choice = HTTPVersionChoice(rawValue: version) else {
+                throw RPCError.invalidParams(field: params.field("httpVersion"), "expected \"1.1\" or \"2\"")
+            }
+            httpVersion = choice
+        }
+        if let range = try params.string("range") {
+            guard Self.isRange(range) else {
+                throw RPCError.invalidParams(field: params.field("range"), "expected \"START-END\" or \"START-\" (bytes, START <= END)")
+            }
+            self.range = range
+        }
+        if let resolve = try params.object("resolve") {
+            for (key, value) in resolve.members {
+                let field = params.field("resolve") + "." + key
+                guard case .string(let address) = value else {
+                    throw RPCError.invalidParams(field: field, "expected an address string, got \(value.typeName)")
+                }
+                connectTo.append(try Self.connectTo(key, address, field: field))
+            }
+        }
+        if let path = try params.string("unixSocket") {
+            try FilePolicy.checkPath(path, field: params.field("unixSocket"))
+            guard path.utf8.count < 108 else {
+                throw RPCError.invalidParams(field: params.field("unixSocket"), "longer than a socket address holds (107 bytes)")
+            }
+            unixSocket = path
+        }
+    }
+
+    func apply(to request: inout HTTPRequest) {
+        request.insecure = insecure
+        if let caFile { request.caFile = caFile }
+        request.httpVersion = httpVersion
+        request.range = range
+        request.connectTo = connectTo
+        request.unixSocket = unixSocket
+    }
+
+    static func isRange(_ text: String) -> Bool {
+        let parts = text.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, let start = UInt64(parts[0]), parts[0].utf8.allSatisfy(isDigit) else { return false }
+        if parts[1].isEmpty { return true }
+        guard parts[1].utf8.allSatisfy(isDigit), let end = UInt64(parts[1]) else { return false }
+        return start <= end
+    }
+
+    /// "host:port" -> "address" as curl's `--resolve host:port:address`: connect to that
+    /// address (same port) whenever this request reaches host:port (redirects included).
+    static func connectTo(_ key: String, _ address: String, field: String) throws(RPCError) -> String {
+        guard let colon = key.utf8.lastIndex(of: UInt8(ascii: ":")),
+              let port = Int(key[key.index(after: colon)...]), (1...65535).contains(port) else {
+            throw RPCError.invalidParams(field: field, "expected \"host:port\"")
+        }
+        let host = String(key[..<colon])
+        guard !host.isEmpty, host.utf8.allSatisfy(isHostByte) else {
+            throw RPCError.invalidParams(field: field, "not a valid host name")
+        }
+        let bare = address.hasPrefix("[") && address.hasSuffix("]") ? String(address.dropFirst().dropLast()) : address
+        guard !bare.isEmpty, bare.utf8.allSatisfy({ isHexOrDigit($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: ":") }) else {
+            throw RPCError.invalidParams(field: field, "expected an IPv4 or IPv6 address")
+        }
+        let target = bare.contains(":") ? "[\(bare)]" : bare
+        return "\(host):\(port):\(target):\(port)"
+    }
+
+    private static func isDigit(_ byte: UInt8) -> Bool { byte &- UInt8(ascii: "0") < 10 }
+    private static func isHexOrDigit(_ byte: UInt8) -> Bool {
+        isDigit(byte) || (byte | 0x20) &- UInt8(ascii: "a") < 6
+    }
+    private static func isHostByte(_ byte: UInt8) -> Bool {
+        isDigit(byte) || (byte | 0x20) &- UInt8(ascii: "a") < 26 || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+            || byte == UInt8(ascii: "[") || byte == UInt8(ascii: "]") || byte == UInt8(ascii: ":")
+    }
+}
