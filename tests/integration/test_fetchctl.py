@@ -11,7 +11,7 @@ import time
 import unittest
 
 from foreign import IS_ROOT, NOBODY, ForeignListener, clean_env, fallback_daemon, run_as, spare_fallback, taken_fallback
-from harness import REPO, Daemon, DaemonTestCase, big_bin, header_values, wait_for, INDEX_HTML, SMALL_TXT
+from harness import REPO, Daemon, DaemonTestCase, big_bin, closed_port, header_values, wait_for, INDEX_HTML, SMALL_TXT
 
 FETCHCTL = os.path.join(REPO, "clients", "fetchctl")
 
@@ -580,3 +580,59 @@ class TestFetchctlAsCurl(FetchctlCase):
             self.assertIsNone(json.loads(ours.stdout)["cookie"])
             jars = self.c.call("getCookies", {})["cookies"]
             self.assertEqual([c for c in jars if c["name"] in ("a", "z", "long")], [])
+
+    def test_write_out(self):
+        t = self.srv.test_url
+        self.same("-s", "-o", "/dev/null", "-w", "%{http_code}\\n", t + "/status/404", code=0, stdout=b"404\n")
+        self.same("-sL", "-w", "[%{http_code} %{num_redirects} %{remote_ip} %{content_type} %{size_download}]",
+                  t + "/redirect-to?url=/status/201", code=0)
+        self.same("-s", "-o", "/dev/null", "-w", "%{http_code} %{exitcode}", f"http://127.0.0.1:{closed_port()}/",
+                  code=7, stdout=b"000 7")
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, "out.bin")
+            self.same("-s", "-o", f, "-w", "%{http_code} %{size_download} %{url_effective}", self.srv.nginx_url + "/small.txt",
+                      code=0)
+        curl, ours, _ = self.both("-s", "-o", "/dev/null", "-w", "%{time_total} %{time_starttransfer}", t + "/status/200")
+        for r in (curl, ours):
+            total, first = (float(x) for x in r.stdout.split())
+            self.assertTrue(0 < first <= total < 5, r.stdout)
+
+    def test_tls_and_routing_flags(self):
+        tls = self.srv.nginx_tls_url
+        self.same("-sk", tls + "/small.txt", code=0, stdout=SMALL_TXT.encode())
+        self.same("-s", "--cacert", self.srv.ca_file, tls + "/small.txt", code=0, stdout=SMALL_TXT.encode())
+        self.same("-s", "--cacert", self.srv.ca_file, "--http1.1", tls + "/proto", code=0, stdout=b"HTTP/1.1")
+        self.same("-s", "--cacert", self.srv.ca_file, "--http2", tls + "/proto", code=0, stdout=b"HTTP/2.0")
+        self.same("-s", "-r", "10-19", self.srv.nginx_url + "/big.bin", code=0, stdout=big_bin()[10:20])
+        self.same("-s", "-r10-", self.srv.nginx_url + "/small.txt", code=0, stdout=SMALL_TXT.encode()[10:])
+        port = self.srv.test_url.rsplit(":", 1)[1]
+        curl, ours, _ = self.both("-s", "--resolve", f"fetchd-ctl.invalid:{port}:127.0.0.1",
+                                  f"http://fetchd-ctl.invalid:{port}/echo")
+        for r in (curl, ours):
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(self.sent_headers(r.stdout)["host"], f"fetchd-ctl.invalid:{port}")
+
+    def test_unix_socket_flag(self):
+        from test_realworld import UnixHandler, UnixHTTPServer
+        import threading
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "h.sock")
+            server = UnixHTTPServer(path, UnixHandler)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            try:
+                self.same("-s", "--unix-socket", path, "http://docker.invalid/info", code=0,
+                          stdout=b'{"path": "/info", "host": "docker.invalid"}')
+            finally:
+                server.shutdown()
+                server.server_close()
+
+    def test_data_is_a_form(self):
+        url = self.srv.test_url + "/echo"
+        curl, ours, _ = self.both("-s", "-d", "a=1&b=two", url)
+        for r in (curl, ours):
+            self.assertEqual(r.returncode, 0, r.stderr)
+            echo = json.loads(r.stdout)
+            self.assertEqual((echo["method"], echo["body"]), ("POST", "a=1&b=two"))
+            self.assertEqual(self.sent_headers(r.stdout)["content-type"], "application/x-www-form-urlencoded")
+        curl, ours, _ = self.both("-s", "-d", "x", "-H", "Content-Type: text/csv", url)
+        self.assertEqual(self.sent_headers(ours.stdout)["content-type"], self.sent_headers(curl.stdout)["content-type"])
