@@ -613,18 +613,10 @@ class TestFetchctlAsCurl(FetchctlCase):
             self.assertEqual(self.sent_headers(r.stdout)["host"], f"fetchd-ctl.invalid:{port}")
 
     def test_unix_socket_flag(self):
-        from test_realworld import UnixHandler, UnixHTTPServer
-        import threading
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "h.sock")
-            server = UnixHTTPServer(path, UnixHandler)
-            threading.Thread(target=server.serve_forever, daemon=True).start()
-            try:
-                self.same("-s", "--unix-socket", path, "http://docker.invalid/info", code=0,
-                          stdout=b'{"path": "/info", "host": "docker.invalid"}')
-            finally:
-                server.shutdown()
-                server.server_close()
+        from test_realworld import unix_http_server
+        with tempfile.TemporaryDirectory() as d, unix_http_server(d) as path:
+            self.same("-s", "--unix-socket", path, "http://docker.invalid/info", code=0,
+                      stdout=b'{"path": "/info", "host": "docker.invalid"}')
 
     def test_data_is_a_form(self):
         url = self.srv.test_url + "/echo"

@@ -1,6 +1,7 @@
 """Issue 18: the request model's TLS, routing and protocol fields (insecure, caFile,
 httpVersion, range, resolve, unixSocket) and the result's timings and remoteAddress, against
 nginx (TLS with a test CA), the test server, and an HTTP server on a Unix socket."""
+import contextlib
 import http.server
 import json
 import os
@@ -30,6 +31,19 @@ class UnixHandler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+
+@contextlib.contextmanager
+def unix_http_server(directory):
+    """An HTTP server (UnixHandler) on a Unix socket in directory; yields the socket's path."""
+    path = os.path.join(directory, "http.sock")
+    server = UnixHTTPServer(path, UnixHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield path
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 class TestRequestRouting(DaemonTestCase):
@@ -89,17 +103,10 @@ class TestRequestRouting(DaemonTestCase):
             self.assertTrue(e.data["field"].startswith("resolve."), e.data)
 
     def test_unix_socket(self):
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "http.sock")
-            server = UnixHTTPServer(path, UnixHandler)
-            threading.Thread(target=server.serve_forever, daemon=True).start()
-            try:
-                r = self.c.call("fetch", {"url": "http://docker.invalid/v1.43/info?x=1", "unixSocket": path})
-                self.assertEqual(r["status"], 200)
-                self.assertEqual(json.loads(r["body"]), {"path": "/v1.43/info?x=1", "host": "docker.invalid"})
-            finally:
-                server.shutdown()
-                server.server_close()
+        with tempfile.TemporaryDirectory() as d, unix_http_server(d) as path:
+            r = self.c.call("fetch", {"url": "http://docker.invalid/v1.43/info?x=1", "unixSocket": path})
+            self.assertEqual(r["status"], 200)
+            self.assertEqual(json.loads(r["body"]), {"path": "/v1.43/info?x=1", "host": "docker.invalid"})
         e = self.error({"url": "http://x/", "unixSocket": "rel.sock"})
         self.assertEqual((e.code, e.data["field"]), (-32602, "unixSocket"))
 
