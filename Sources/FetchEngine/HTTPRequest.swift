@@ -27,6 +27,9 @@ public struct HTTPRequest: Sendable {
     public var insecure = false
     /// A PEM bundle to verify the server with, in place of the engine's.
     public var caFile: String? = nil
+    /// A client certificate and its key (PEM) for mutual TLS; the key may be in the certificate's file.
+    public var certFile: String? = nil
+    public var keyFile: String? = nil
     /// nil: HTTP/2 over TLS when the server offers it, else 1.1.
     public var httpVersion: HTTPVersionChoice? = nil
     /// A byte range, "START-END" or "START-" (libcurl's CURLOPT_RANGE).

@@ -6,11 +6,13 @@ import http.server
 import json
 import os
 import socketserver
+import ssl
+import subprocess
 import tempfile
 import threading
 import unittest
 
-from harness import DaemonTestCase, RPCError, big_bin, SMALL_TXT
+from harness import REPO, DaemonTestCase, RPCError, big_bin, SMALL_TXT
 
 
 class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -44,6 +46,67 @@ def unix_http_server(directory):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def self_signed(directory, name, cn):
+    """A self-signed certificate and key made with openssl: (cert path, key path)."""
+    cert, key = os.path.join(directory, name + ".pem"), os.path.join(directory, name + ".key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "1", "-subj", "/CN=" + cn, "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+class EchoHandler(UnixHandler):
+    def do_GET(self):
+        peer = self.connection.getpeercert()
+        subject = dict(x[0] for x in peer["subject"]) if peer else {}
+        body = json.dumps({"client": subject.get("commonName")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class TestClientCertificate(DaemonTestCase):
+    """certFile/keyFile against a TLS server that requires a client certificate."""
+
+    def test_mutual_tls(self):
+        with tempfile.TemporaryDirectory() as d:
+            server_cert, server_key = self_signed(d, "server", "127.0.0.1")
+            client_cert, client_key = self_signed(d, "client", "fetchd-client")
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(server_cert, server_key)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.load_verify_locations(client_cert)
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), EchoHandler)
+            server.socket = ctx.wrap_socket(server.socket, server_side=True)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            url = f"https://127.0.0.1:{server.server_address[1]}/"
+            try:
+                r = self.c.call("fetch", {"url": url, "caFile": server_cert, "certFile": client_cert,
+                                          "keyFile": client_key, "retry": False})
+                self.assertEqual((r["status"], json.loads(r["body"])), (200, {"client": "fetchd-client"}))
+                with self.assertRaises(RPCError) as cm:  # no certificate: the server refuses the handshake
+                    self.c.call("fetch", {"url": url, "caFile": server_cert, "retry": False}, timeout=20)
+                self.assertEqual(cm.exception.code, -32001)
+                self.assertIn(cm.exception.data["kind"], ("tls", "reset"), cm.exception.data)
+                # fetchctl's --cacert/--cert/--key as curl's.
+                args = ["-s", "--cacert", server_cert, "--cert", client_cert, "--key", client_key, url]
+                curl = subprocess.run(["curl", *args], capture_output=True, timeout=20)
+                ours = subprocess.run([os.path.join(REPO, "clients", "fetchctl"), "--socket", self.daemon.socket_path,
+                                       "fetch", *args], capture_output=True, timeout=20)
+                self.assertEqual((ours.returncode, ours.stdout), (curl.returncode, curl.stdout), ours.stderr)
+                self.assertEqual(json.loads(ours.stdout), {"client": "fetchd-client"})
+            finally:
+                server.shutdown()
+                server.server_close()
+        with self.assertRaises(RPCError) as cm:
+            self.c.call("fetch", {"url": url, "keyFile": "/etc/hostname"})
+        self.assertEqual((cm.exception.code, cm.exception.data["field"]), (-32602, "keyFile"))
+        with self.assertRaises(RPCError) as cm:
+            self.c.call("fetch", {"url": url, "certFile": "client.pem"})
+        self.assertEqual((cm.exception.code, cm.exception.data["field"]), (-32602, "certFile"))
 
 
 class TestRequestRouting(DaemonTestCase):

@@ -2,11 +2,13 @@ import FetchEngine
 import JSONRPC
 
 /// The request model's TLS, routing and protocol fields (protocol version 2): `insecure`,
-/// `caFile`, `httpVersion`, `range`, `resolve`, `unixSocket`. Each is checked here, so a bad
+/// `caFile`, `certFile`/`keyFile`, `httpVersion`, `range`, `resolve`, `unixSocket`. Each is checked here, so a bad
 /// value is -32602 naming its field before anything is sent.
 struct RequestRouting: Sendable, Equatable {
     var insecure = false
     var caFile: String?
+    var certFile: String?
+    var keyFile: String?
     var httpVersion: HTTPVersionChoice?
     var range: String?
     /// `resolve` as libcurl's CURLOPT_CONNECT_TO entries ("host:port:address:port").
@@ -20,6 +22,14 @@ struct RequestRouting: Sendable, Equatable {
         if let path = try params.string("caFile") {
             try policy.checkReadable(path, field: params.field("caFile"))
             caFile = path
+        }
+        for name in ["certFile", "keyFile"] {
+            guard let path = try params.string(name) else { continue }
+            try policy.checkReadable(path, field: params.field(name))
+            if name == "certFile" { certFile = path } else { keyFile = path }
+        }
+        if keyFile != nil && certFile == nil {
+            throw RPCError.invalidParams(field: params.field("keyFile"), "a key needs its certificate: certFile")
         }
         if let version = try params.string("httpVersion") {
             guard let choice = HTTPVersionChoice(rawValue: version) else {
@@ -54,6 +64,8 @@ struct RequestRouting: Sendable, Equatable {
     func apply(to request: inout HTTPRequest) {
         request.insecure = insecure
         if let caFile { request.caFile = caFile }
+        request.certFile = certFile
+        request.keyFile = keyFile
         request.httpVersion = httpVersion
         request.range = range
         request.connectTo = connectTo
