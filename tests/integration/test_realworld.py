@@ -173,10 +173,31 @@ class TestRequestRouting(DaemonTestCase):
         e = self.error({"url": "http://x/", "unixSocket": "rel.sock"})
         self.assertEqual((e.code, e.data["field"]), (-32602, "unixSocket"))
 
+    def test_queued_ms_is_the_wait_for_the_host(self):
+        host = "127.0.0.1:" + self.srv.test_url.rsplit(":", 1)[1]
+        self.c.call("setRateLimit", {"host": host, "maxConcurrent": 1})
+        try:
+            slow = {}
+            def first():
+                with self.daemon.client() as c2:
+                    slow["r"] = c2.call("fetch", {"url": self.srv.test_url + "/slow-headers?ms=800"}, timeout=20)
+            t = threading.Thread(target=first)
+            t.start()
+            import time
+            deadline = time.monotonic() + 5
+            while not self.c.call("listJobs")["jobs"] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            r = self.c.call("fetch", {"url": self.srv.test_url + "/echo"}, timeout=20)
+            t.join(20)
+            self.assertGreater(r["timings"]["queuedMs"], 300, r["timings"])
+            self.assertLess(slow["r"]["timings"]["queuedMs"], 100, slow["r"]["timings"])
+        finally:
+            self.c.call("setRateLimit", {"host": host, "maxConcurrent": None})
+
     def test_timings_and_remote_address(self):
         r = self.c.call("fetch", {"url": self.srv.nginx_tls_url + "/small.txt", "caFile": self.srv.ca_file})
         t = r["timings"]
-        self.assertEqual(set(t), {"dnsMs", "connectMs", "tlsMs", "firstByteMs", "totalMs"})
+        self.assertEqual(set(t), {"queuedMs", "dnsMs", "connectMs", "tlsMs", "firstByteMs", "totalMs"})
         # A reused connection has connect and TLS times of 0, as curl's time_connect.
         self.assertTrue(all(v >= 0 for v in t.values()), t)
         self.assertTrue(max(t["dnsMs"], t["connectMs"], t["tlsMs"]) <= t["firstByteMs"] <= t["totalMs"], t)
