@@ -30,6 +30,9 @@ public struct HTTPRequest: Sendable {
     /// A client certificate and its key (PEM) for mutual TLS; the key may be in the certificate's file.
     public var certFile: String? = nil
     public var keyFile: String? = nil
+    /// Bandwidth caps in bytes per second (libcurl's CURLOPT_MAX_RECV/SEND_SPEED_LARGE); nil: none.
+    public var maxRecvBytesPerSecond: Int? = nil
+    public var maxSendBytesPerSecond: Int? = nil
     /// nil: HTTP/2 over TLS when the server offers it, else 1.1.
     public var httpVersion: HTTPVersionChoice? = nil
     /// A byte range, "START-END" or "START-" (libcurl's CURLOPT_RANGE).

@@ -628,3 +628,14 @@ class TestFetchctlAsCurl(FetchctlCase):
             self.assertEqual(self.sent_headers(r.stdout)["content-type"], "application/x-www-form-urlencoded")
         curl, ours, _ = self.both("-s", "-d", "x", "-H", "Content-Type: text/csv", url)
         self.assertEqual(self.sent_headers(ours.stdout)["content-type"], self.sent_headers(curl.stdout)["content-type"])
+
+    def test_limit_rate(self):
+        # 2 MB at 400K: the same output; at least about 4 s through fetchctl (a lower bound only).
+        for tool in ("curl", "fetchctl"):
+            t0 = time.monotonic()
+            cmd = ["curl"] if tool == "curl" else [FETCHCTL, "--socket", self.daemon.socket_path, "fetch"]
+            r = subprocess.run(cmd + ["-s", "--limit-rate", "400K", "-o", "/dev/null", "-w", "%{size_download}",
+                                      self.srv.test_url + "/bytes/2000000"], capture_output=True, timeout=60)
+            self.assertEqual((r.returncode, r.stdout), (0, b"2000000"), (tool, r.stderr))
+            if tool == "fetchctl":  # curl 7.88 on loopback may let such a body through at once
+                self.assertGreater(time.monotonic() - t0, 2.0, tool)

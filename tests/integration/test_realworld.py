@@ -194,6 +194,25 @@ class TestRequestRouting(DaemonTestCase):
         finally:
             self.c.call("setRateLimit", {"host": host, "maxConcurrent": None})
 
+    def test_bandwidth_caps(self):
+        import time
+        # 2 MB at 400 KiB/s: at least about 4 s, libcurl letting the first buffers through (a lower bound only).
+        t0 = time.monotonic()
+        r = self.c.call("fetch", {"url": self.srv.test_url + "/bytes/2000000", "maxRecvBytesPerSecond": 400 * 1024,
+                                  "responseBody": "none"}, timeout=30)
+        took = time.monotonic() - t0
+        self.assertEqual((r["status"], r["bytes"]), (200, 2_000_000))
+        self.assertGreater(took, 2.0)
+        t0 = time.monotonic()
+        r = self.c.call("fetch", {"url": self.srv.test_url + "/echo", "bodyBase64": __import__("base64").b64encode(b"x" * 300_000).decode(),
+                                  "maxSendBytesPerSecond": 200_000}, timeout=30)
+        self.assertEqual(json.loads(r["body"])["bodyLength"], 300_000)
+        self.assertGreater(time.monotonic() - t0, 0.9)
+        for name in ("maxRecvBytesPerSecond", "maxSendBytesPerSecond"):
+            for bad in (0, -1, "1", 1.5):
+                e = self.error({"url": self.srv.test_url + "/echo", name: bad})
+                self.assertEqual((e.code, e.data["field"]), (-32602, name), bad)
+
     def test_timings_and_remote_address(self):
         r = self.c.call("fetch", {"url": self.srv.nginx_tls_url + "/small.txt", "caFile": self.srv.ca_file})
         t = r["timings"]

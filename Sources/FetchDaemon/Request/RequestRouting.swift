@@ -14,6 +14,8 @@ struct RequestRouting: Sendable, Equatable {
     /// `resolve` as libcurl's CURLOPT_CONNECT_TO entries ("host:port:address:port").
     var connectTo: [String] = []
     var unixSocket: String?
+    var maxRecvBytesPerSecond: Int?
+    var maxSendBytesPerSecond: Int?
 
     init() {}
 
@@ -52,6 +54,8 @@ struct RequestRouting: Sendable, Equatable {
                 connectTo.append(try Self.connectTo(key, address, field: field))
             }
         }
+        maxRecvBytesPerSecond = try params.integer("maxRecvBytesPerSecond", in: 1...(1 << 40))
+        maxSendBytesPerSecond = try params.integer("maxSendBytesPerSecond", in: 1...(1 << 40))
         if let path = try params.string("unixSocket") {
             try FilePolicy.checkPath(path, field: params.field("unixSocket"))
             guard path.utf8.count < 108 else {
@@ -70,6 +74,8 @@ struct RequestRouting: Sendable, Equatable {
         request.range = range
         request.connectTo = connectTo
         request.unixSocket = unixSocket
+        request.maxRecvBytesPerSecond = maxRecvBytesPerSecond
+        request.maxSendBytesPerSecond = maxSendBytesPerSecond
     }
 
     static func isRange(_ text: String) -> Bool {
