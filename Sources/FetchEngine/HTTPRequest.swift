@@ -33,6 +33,11 @@ public struct HTTPRequest: Sendable {
     /// Bandwidth caps in bytes per second (libcurl's CURLOPT_MAX_RECV/SEND_SPEED_LARGE); nil: none.
     public var maxRecvBytesPerSecond: Int? = nil
     public var maxSendBytesPerSecond: Int? = nil
+    /// nil: libcurl's default (the http_proxy, https_proxy, no_proxy environment); "": no
+    /// proxy at all; else the proxy's URL (http, https, socks5, socks5h; credentials allowed).
+    public var proxy: String? = nil
+    /// As curl's --noproxy: hosts reached without the proxy.
+    public var noProxy: String? = nil
     /// nil: HTTP/2 over TLS when the server offers it, else 1.1.
     public var httpVersion: HTTPVersionChoice? = nil
     /// A byte range, "START-END" or "START-" (libcurl's CURLOPT_RANGE).

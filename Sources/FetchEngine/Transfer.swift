@@ -147,6 +147,8 @@ final class Transfer: @unchecked Sendable {
         }
         if let cap = request.maxRecvBytesPerSecond { fetchd_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(cap)) }
         if let cap = request.maxSendBytesPerSecond { fetchd_easy_setopt_off(easy, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(cap)) }
+        if let proxy = request.proxy { fetchd_easy_setopt_str(easy, CURLOPT_PROXY, proxy) }
+        if let noProxy = request.noProxy { fetchd_easy_setopt_str(easy, CURLOPT_NOPROXY, noProxy) }
         if let cert = request.certFile { fetchd_easy_setopt_str(easy, CURLOPT_SSLCERT, cert) }
         if let key = request.keyFile { fetchd_easy_setopt_str(easy, CURLOPT_SSLKEY, key) }
         if let range = request.range { fetchd_easy_setopt_str(easy, CURLOPT_RANGE, range) }

@@ -4,6 +4,8 @@ internal import CCurl
 public struct TransferError: Error, Sendable, Equatable {
     public enum Kind: String, Sendable, CaseIterable {
         case dns, connect, tls, timeout, reset, `protocol`, tooManyRedirects, bodyTooLarge, other
+        /// The proxy could not be resolved, or refused or failed the tunnel.
+        case proxy
         case cancelled
         /// No stub of the set the request named matched it (the daemon's stubs; never libcurl).
         case stubMiss
@@ -48,7 +50,8 @@ public struct TransferError: Error, Sendable, Equatable {
 
     static func kind(of code: CURLcode) -> Kind {
         switch code {
-        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: .dns
+        case CURLE_COULDNT_RESOLVE_HOST: .dns
+        case CURLE_COULDNT_RESOLVE_PROXY, CURLE_PROXY: .proxy
         case CURLE_COULDNT_CONNECT: .connect
         case CURLE_OPERATION_TIMEDOUT: .timeout
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,

@@ -109,6 +109,77 @@ class TestClientCertificate(DaemonTestCase):
         self.assertEqual((cm.exception.code, cm.exception.data["field"]), (-32602, "certFile"))
 
 
+class RecordingProxy(http.server.BaseHTTPRequestHandler):
+    """A forward proxy that answers itself: it records each request line and Proxy-Authorization."""
+    seen = []
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        RecordingProxy.seen.append({"line": self.requestline, "auth": self.headers.get("Proxy-Authorization")})
+        body = b"via proxy"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class TestProxy(DaemonTestCase):
+    def test_proxy_no_proxy_and_false(self):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RecordingProxy)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        proxy = f"http://user:s3cret@127.0.0.1:{server.server_address[1]}"
+        url = self.srv.test_url + "/status/200"
+        try:
+            RecordingProxy.seen.clear()
+            r = self.c.call("fetch", {"url": url, "proxy": proxy})
+            self.assertEqual((r["status"], r["body"]), (200, "via proxy"))
+            import base64
+            self.assertEqual(RecordingProxy.seen, [{"line": f"GET {url} HTTP/1.1",
+                                                    "auth": "Basic " + base64.b64encode(b"user:s3cret").decode()}])
+            r = self.c.call("fetch", {"url": url, "proxy": proxy, "noProxy": "127.0.0.1"})
+            self.assertNotEqual(r["body"], "via proxy")
+            r = self.c.call("fetch", {"url": url, "proxy": False})
+            self.assertNotEqual(r["body"], "via proxy")
+            self.assertEqual(len(RecordingProxy.seen), 1)
+            # fetchctl -x as curl -x: the same line reaches the proxy.
+            for cmd in (["curl"], [os.path.join(REPO, "clients", "fetchctl"), "--socket", self.daemon.socket_path, "fetch"]):
+                r = subprocess.run(cmd + ["-s", "-x", proxy.replace("http://", ""), url], capture_output=True, timeout=20)
+                self.assertEqual((r.returncode, r.stdout), (0, b"via proxy"), (cmd[0], r.stderr))
+            self.assertEqual([x["line"] for x in RecordingProxy.seen[1:]], [f"GET {url} HTTP/1.1"] * 2)
+            self.assertEqual(RecordingProxy.seen[1]["auth"], RecordingProxy.seen[2]["auth"])
+        finally:
+            server.shutdown()
+            server.server_close()
+        with self.assertRaises(RPCError) as cm:
+            self.c.call("fetch", {"url": url, "proxy": "http://no-such-proxy.invalid:3128", "retry": False}, timeout=20)
+        self.assertEqual((cm.exception.data["kind"], cm.exception.data["curlCode"]), ("proxy", 5))
+        self.assertNotIn("s3cret", open(self.daemon.stderr_path).read())
+        for bad in ("ftp://p:21", True, "127.0.0.1:3128", 5):
+            with self.assertRaises(RPCError) as cm:
+                self.c.call("fetch", {"url": url, "proxy": bad})
+            self.assertEqual((cm.exception.code, cm.exception.data["field"]), (-32602, "proxy"), bad)
+
+
+class TestProxyEnvironment(unittest.TestCase):
+    def test_http_proxy_from_the_daemons_environment_and_proxy_false(self):
+        from harness import Daemon, servers
+        srv = servers()
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RecordingProxy)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        daemon = Daemon(env={"http_proxy": f"http://127.0.0.1:{server.server_address[1]}", "no_proxy": ""}).start()
+        try:
+            with daemon.client() as c:
+                url = srv.test_url + "/status/200"
+                self.assertEqual(c.call("fetch", {"url": url})["body"], "via proxy")
+                self.assertNotEqual(c.call("fetch", {"url": url, "proxy": False})["body"], "via proxy")
+        finally:
+            daemon.close()
+            server.shutdown()
+            server.server_close()
+
+
 class TestRequestRouting(DaemonTestCase):
     def error(self, params):
         with self.assertRaises(RPCError) as cm:

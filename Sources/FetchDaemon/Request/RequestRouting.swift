@@ -16,6 +16,9 @@ struct RequestRouting: Sendable, Equatable {
     var unixSocket: String?
     var maxRecvBytesPerSecond: Int?
     var maxSendBytesPerSecond: Int?
+    /// nil: the daemon's environment; "": none; else the proxy URL.
+    var proxy: String?
+    var noProxy: String?
 
     init() {}
 
@@ -54,6 +57,22 @@ struct RequestRouting: Sendable, Equatable {
                 connectTo.append(try Self.connectTo(key, address, field: field))
             }
         }
+        switch params.value("proxy") {
+        case nil, .null?: break
+        case .bool(false)?: proxy = ""
+        case .string(let url)? where Self.proxySchemes.contains(where: { url.lowercased().hasPrefix($0) }) && !url.containsNUL
+            && url.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }):
+            proxy = url
+        case let other?:
+            throw RPCError.invalidParams(field: params.field("proxy"),
+                                         "expected false or an http://, https://, socks5:// or socks5h:// URL, got \(other.typeName == "string" ? "another string" : other.typeName)")
+        }
+        if let noProxy = try params.string("noProxy") {
+            guard noProxy.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else {
+                throw RPCError.invalidParams(field: params.field("noProxy"), "expected host names separated by commas")
+            }
+            self.noProxy = noProxy
+        }
         maxRecvBytesPerSecond = try params.integer("maxRecvBytesPerSecond", in: 1...(1 << 40))
         maxSendBytesPerSecond = try params.integer("maxSendBytesPerSecond", in: 1...(1 << 40))
         if let path = try params.string("unixSocket") {
@@ -74,9 +93,13 @@ struct RequestRouting: Sendable, Equatable {
         request.range = range
         request.connectTo = connectTo
         request.unixSocket = unixSocket
+        request.proxy = proxy
+        request.noProxy = noProxy
         request.maxRecvBytesPerSecond = maxRecvBytesPerSecond
         request.maxSendBytesPerSecond = maxSendBytesPerSecond
     }
+
+    static let proxySchemes = ["http://", "https://", "socks5://", "socks5h://"]
 
     static func isRange(_ text: String) -> Bool {
         let parts = text.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
