@@ -544,6 +544,9 @@ class TestFetchctlAsCurl(FetchctlCase):
                 self.assertEqual(os.path.getsize(b), 80_000_000)
                 self.assertEqual(hashlib.sha256(open(a, "rb").read()).hexdigest(),
                                  hashlib.sha256(open(b, "rb").read()).hexdigest())
+                # fetch's own body limit does not apply to a body streamed to a file.
+                ours = self.ctl("fetch", "-sS", "--max-body-bytes", "1000", "-o", b, f"{self.srv.nginx_url}/small.txt")
+                self.assertEqual((ours.returncode, open(b, "rb").read()), (0, SMALL_TXT.encode()), ours.stderr)
         finally:
             os.unlink(src)
 
