@@ -32,6 +32,8 @@ static inline CURLcode fetchd_msg_result(CURLMsg *m) { return m->data.result; }
 
 /* Constants that are macros Swift may not import. */
 static inline long fetchd_http_version_2tls(void) { return CURL_HTTP_VERSION_2TLS; }
+static inline long fetchd_http_version_1_1(void) { return CURL_HTTP_VERSION_1_1; }
+static inline long fetchd_http_version_2(void) { return CURL_HTTP_VERSION_2_0; }
 static inline int fetchd_readfunc_abort(void) { return CURL_READFUNC_ABORT; }
 static inline int fetchd_seekfunc_ok(void) { return CURL_SEEKFUNC_OK; }
 static inline int fetchd_seekfunc_fail(void) { return CURL_SEEKFUNC_FAIL; }

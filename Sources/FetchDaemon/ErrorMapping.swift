@@ -29,6 +29,7 @@ enum ErrorMapping {
                 "jobId": .string(failed.jobID), "kind": .string(failed.error.kind.rawValue),
                 "detail": .string(failed.error.detail), "attempts": JSONValue(failed.attempts),
             ]
+            if let code = failed.error.curlCode { data["curlCode"] = JSONValue(code) }
             for (key, value) in failed.data?.members ?? [] { data[key] = value }
             return RPCError(.transportFailure, "Transfer failed: \(failed.error.detail)", data: .object(data))
         case let failed as AuthFailed:

@@ -23,6 +23,32 @@ public struct HTTPRequest: Sendable {
     public var bodyBudget: BodyBudget? = nil
     /// Sign the request with AWS Signature Version 4 (libcurl's CURLOPT_AWS_SIGV4); nil: no.
     public var awsSigV4: AWSSigV4? = nil
+    /// Do not verify the server's certificate (curl -k).
+    public var insecure = false
+    /// A PEM bundle to verify the server with, in place of the engine's.
+    public var caFile: String? = nil
+    /// A client certificate and its key (PEM) for mutual TLS; the key may be in the certificate's file.
+    public var certFile: String? = nil
+    public var keyFile: String? = nil
+    /// Bandwidth caps in bytes per second (libcurl's CURLOPT_MAX_RECV/SEND_SPEED_LARGE); nil: none.
+    public var maxRecvBytesPerSecond: Int? = nil
+    public var maxSendBytesPerSecond: Int? = nil
+    /// nil: libcurl's default (the http_proxy, https_proxy, no_proxy environment); "": no
+    /// proxy at all; else the proxy's URL (http, https, socks5, socks5h; credentials allowed).
+    public var proxy: String? = nil
+    /// As curl's --noproxy: hosts reached without the proxy.
+    public var noProxy: String? = nil
+    /// nil: HTTP/2 over TLS when the server offers it, else 1.1.
+    public var httpVersion: HTTPVersionChoice? = nil
+    /// A byte range, "START-END" or "START-" (libcurl's CURLOPT_RANGE).
+    public var range: String? = nil
+    /// "HOST:PORT:ADDRESS:PORT" entries: connect there for that host and port (CURLOPT_CONNECT_TO:
+    /// per request, unlike CURLOPT_RESOLVE, which would change the multi's shared DNS cache).
+    public var connectTo: [String] = []
+    /// HTTP over this Unix socket (CURLOPT_UNIX_SOCKET_PATH); the URL still names the host.
+    public var unixSocket: String? = nil
+    /// Headers libcurl would send itself (Accept, User-Agent...) that this request leaves out.
+    public var removedHeaders: [String] = []
 
     public init(
         method: String = "GET", url: String, headers: [HTTPHeader] = [], body: RequestBody = .none,
@@ -70,6 +96,11 @@ public struct AWSSigV4: Sendable, Equatable {
         self.accessKeyID = accessKeyID
         self.secretAccessKey = secretAccessKey
     }
+}
+
+public enum HTTPVersionChoice: String, Sendable, Equatable {
+    case http1_1 = "1.1"
+    case http2 = "2"
 }
 
 public struct HTTPHeader: Sendable, Equatable {

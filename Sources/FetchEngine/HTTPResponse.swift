@@ -15,6 +15,8 @@ public struct HTTPResponse: Sendable {
     public var download: DownloadOutcome?
     /// Each hop's headers, when the request asked to record them.
     public var exchange: [ExchangeHop] = []
+    /// The address of the server (or proxy) the last hop was made with; nil for no connection.
+    public var remoteAddress: String?
 
     public init(
         status: Int, headers: [HTTPHeader], url: String, body: [UInt8], redirects: Int,

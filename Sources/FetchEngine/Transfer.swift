@@ -17,6 +17,7 @@ final class Transfer: @unchecked Sendable {
 
     var easy: UnsafeMutableRawPointer?
     private(set) var headerList: UnsafeMutablePointer<curl_slist>?
+    private var connectToList: UnsafeMutablePointer<curl_slist>?
     let errorBuffer: UnsafeMutablePointer<CChar>
 
     var responseHeaders: [HTTPHeader] = []
@@ -62,6 +63,7 @@ final class Transfer: @unchecked Sendable {
 
     deinit {
         if let headerList { curl_slist_free_all(headerList) }
+        if let connectToList { curl_slist_free_all(connectToList) }
         if let mime { curl_mime_free(mime) }
         errorBuffer.deallocate()
     }
@@ -93,10 +95,15 @@ final class Transfer: @unchecked Sendable {
         setLong(CURLOPT_CONNECTTIMEOUT_MS, request.connectTimeoutMs)
         setLong(CURLOPT_FOLLOWLOCATION, request.maxRedirects > 0 ? 1 : 0)
         setLong(CURLOPT_MAXREDIRS, request.maxRedirects)
-        setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_2tls()))
+        switch request.httpVersion {
+        case nil: setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_2tls()))
+        case .http1_1?: setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_1_1()))
+        case .http2?: setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_2()))
+        }
         fetchd_easy_setopt_str(easy, CURLOPT_ACCEPT_ENCODING, "")  // every encoding libcurl decodes
         fetchd_easy_setopt_str(easy, CURLOPT_USERAGENT, settings.userAgent)
-        if let caFile = settings.caFile { fetchd_easy_setopt_str(easy, CURLOPT_CAINFO, caFile) }
+        if let caFile = request.caFile ?? settings.caFile { fetchd_easy_setopt_str(easy, CURLOPT_CAINFO, caFile) }
+        configureRouting(easy)
         if case .file = request.destination {
             // A large receive buffer only pays off for bodies streamed to disk; for small
             // answers its allocation would cost more than the transfer.
@@ -127,6 +134,30 @@ final class Transfer: @unchecked Sendable {
             fetchd_easy_setopt_str(easy, CURLOPT_AWS_SIGV4, signing.provider)
             fetchd_easy_setopt_str(easy, CURLOPT_USERNAME, signing.accessKeyID)
             fetchd_easy_setopt_str(easy, CURLOPT_PASSWORD, signing.secretAccessKey)
+        }
+    }
+
+    /// TLS verification, a range, where to connect: libcurl keys its reused connections on
+    /// these (verification, CA, Unix socket, connect-to), so requests with different ones
+    /// never share a connection.
+    private func configureRouting(_ easy: UnsafeMutableRawPointer) {
+        if request.insecure {
+            setLong(CURLOPT_SSL_VERIFYPEER, 0)
+            setLong(CURLOPT_SSL_VERIFYHOST, 0)
+        }
+        if let cap = request.maxRecvBytesPerSecond { fetchd_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(cap)) }
+        if let cap = request.maxSendBytesPerSecond { fetchd_easy_setopt_off(easy, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(cap)) }
+        if let proxy = request.proxy { fetchd_easy_setopt_str(easy, CURLOPT_PROXY, proxy) }
+        if let noProxy = request.noProxy { fetchd_easy_setopt_str(easy, CURLOPT_NOPROXY, noProxy) }
+        if let cert = request.certFile { fetchd_easy_setopt_str(easy, CURLOPT_SSLCERT, cert) }
+        if let key = request.keyFile { fetchd_easy_setopt_str(easy, CURLOPT_SSLKEY, key) }
+        if let range = request.range { fetchd_easy_setopt_str(easy, CURLOPT_RANGE, range) }
+        if let path = request.unixSocket { fetchd_easy_setopt_str(easy, CURLOPT_UNIX_SOCKET_PATH, path) }
+        if !request.connectTo.isEmpty {
+            var list: UnsafeMutablePointer<curl_slist>? = nil
+            for entry in request.connectTo { list = curl_slist_append(list, entry) }
+            connectToList = list
+            fetchd_easy_setopt_slist(easy, CURLOPT_CONNECT_TO, list)
         }
     }
 
@@ -175,6 +206,8 @@ final class Transfer: @unchecked Sendable {
             let line = header.value.isEmpty ? "\(header.name);" : "\(header.name): \(header.value)"
             list = curl_slist_append(list, line)
         }
+        // "Name:" is libcurl's way to leave out a header it would add itself.
+        for name in request.removedHeaders { list = curl_slist_append(list, "\(name):") }
         // A body never waits a second for "100 Continue" from servers that don't send it.
         if request.body != .none && request.header(named: "Expect") == nil {
             list = curl_slist_append(list, "Expect:")
@@ -208,6 +241,10 @@ final class Transfer: @unchecked Sendable {
             body: body, redirects: redirects, httpVersion: Self.versionName(version),
             timings: timings(), sentBytes: offInfo(CURLINFO_SIZE_UPLOAD_T),
             receivedBytes: offInfo(CURLINFO_SIZE_DOWNLOAD_T))
+        var address: UnsafeMutablePointer<CChar>? = nil
+        if fetchd_easy_getinfo_str(easy, CURLINFO_PRIMARY_IP, &address) == CURLE_OK, let address, address.pointee != 0 {
+            response.remoteAddress = String(cString: address)
+        }
         response.download = downloadSink?.finish(status: status, headers: responseHeaders)
         response.exchange = recorder?.hops ?? []
         return response

@@ -4,6 +4,8 @@ internal import CCurl
 public struct TransferError: Error, Sendable, Equatable {
     public enum Kind: String, Sendable, CaseIterable {
         case dns, connect, tls, timeout, reset, `protocol`, tooManyRedirects, bodyTooLarge, other
+        /// The proxy could not be resolved, or refused or failed the tunnel.
+        case proxy
         case cancelled
         /// No stub of the set the request named matched it (the daemon's stubs; never libcurl).
         case stubMiss
@@ -17,6 +19,8 @@ public struct TransferError: Error, Sendable, Equatable {
     public var exchange: [ExchangeHop] = []
     /// libcurl's phase times up to the failure.
     public var timings = TransferTimings()
+    /// libcurl's CURLcode, when libcurl reported the failure.
+    public var curlCode: Int?
 
     public init(_ kind: Kind, _ detail: String, filePath: String? = nil) {
         self.kind = kind
@@ -26,7 +30,9 @@ public struct TransferError: Error, Sendable, Equatable {
 
     static func from(code: CURLcode, detail: String) -> TransferError {
         let text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
-        return TransferError(kind(of: code), text)
+        var error = TransferError(kind(of: code), text)
+        error.curlCode = Int(code.rawValue)
+        return error
     }
 
     /// A response whose headers went past a limit (`HTTPLimits`): ours, counted in the
@@ -44,7 +50,8 @@ public struct TransferError: Error, Sendable, Equatable {
 
     static func kind(of code: CURLcode) -> Kind {
         switch code {
-        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: .dns
+        case CURLE_COULDNT_RESOLVE_HOST: .dns
+        case CURLE_COULDNT_RESOLVE_PROXY, CURLE_PROXY: .proxy
         case CURLE_COULDNT_CONNECT: .connect
         case CURLE_OPERATION_TIMEDOUT: .timeout
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,

@@ -311,8 +311,8 @@ class TestFetchctlCookies(CookieCase):
 
     def test_cookies_command_and_cookie_jar_option(self):
         self.fetchctl("fetch", self.url("127.0.0.1", "/set-cookie?" + raw("ctl=1; Path=/echo")),
-                      "--cookie-jar", "j1")
-        echo = json.loads(self.fetchctl("fetch", self.url("127.0.0.1", "/echo/x"), "--cookie-jar", "j1"))
+                      "--jar", "j1")
+        echo = json.loads(self.fetchctl("fetch", self.url("127.0.0.1", "/echo/x"), "--jar", "j1"))
         self.assertEqual(header_values(echo, "Cookie"), ["ctl=1"])
         echo = json.loads(self.fetchctl("fetch", self.url("127.0.0.1", "/echo/x")))
         self.assertEqual(header_values(echo, "Cookie"), [], "the default jar has no such cookie")

@@ -1,5 +1,6 @@
 """clients/fetchctl, the bash client, against the real daemon (issues 2 and 3):
 byte-exact bodies, curl-style options reaching the server as sent, exit codes, Ctrl-C cancel."""
+import hashlib
 import json
 import os
 import shutil
@@ -10,7 +11,7 @@ import time
 import unittest
 
 from foreign import IS_ROOT, NOBODY, ForeignListener, clean_env, fallback_daemon, run_as, spare_fallback, taken_fallback
-from harness import REPO, Daemon, DaemonTestCase, big_bin, header_values, wait_for, INDEX_HTML, SMALL_TXT
+from harness import REPO, Daemon, DaemonTestCase, big_bin, closed_port, header_values, wait_for, INDEX_HTML, SMALL_TXT
 
 FETCHCTL = os.path.join(REPO, "clients", "fetchctl")
 
@@ -82,7 +83,7 @@ class TestFetchctlBody(FetchctlCase):
         r = self.ctl("fetch", self.srv.test_url + "/status/404", "--fail")
         self.assertEqual(r.returncode, 22, r.stderr)
         self.assertEqual(r.stdout, b"")
-        self.assertIn(b"fetchctl: HTTP 404", r.stderr)
+        self.assertIn(b"fetchctl: The requested URL returned error: 404", r.stderr)
         r = self.ctl("fetch", self.srv.test_url + "/status/503", "--fail", "--retry", "0")
         self.assertEqual(r.returncode, 22, r.stderr)
         r = self.ctl("fetch", self.srv.test_url + "/status/200", "--fail")
@@ -200,7 +201,7 @@ class TestFetchctlErrors(FetchctlCase):
     def test_transport_error_shows_kind(self):
         from harness import closed_port
         r = self.ctl("fetch", f"http://127.0.0.1:{closed_port()}/", "--retry", "0")
-        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertEqual(r.returncode, 7, r.stderr)  # curl's "could not connect"
         self.assertIn(b"(code -32001)", r.stderr)
         self.assertIn(b"connect", r.stderr)
 
@@ -439,3 +440,205 @@ class TestFetchctlDownloadUpload(FetchctlCase):
             self.assertEqual(parts["file"]["contentType"], "application/json")
             self.assertEqual(parts["file"]["sha256"], hashlib.sha256(data).hexdigest())
             self.assertEqual(parts["title"]["size"], 2)
+
+
+class TestFetchctlAsCurl(FetchctlCase):
+    """Issue 18: the same command line through curl and through `fetchctl fetch`, against
+    the same local server: the same exit status and the same output."""
+
+    def both(self, *args, timeout=30, cwd=None):
+        """(curl, fetchctl, fetchctl's seconds) for one command line."""
+        curl = subprocess.run(["curl", *args], capture_output=True, timeout=timeout, cwd=cwd)
+        t0 = time.monotonic()
+        e = dict(os.environ)
+        e.pop("FETCHD_SOCKET", None)
+        ours = subprocess.run([FETCHCTL, "--socket", self.daemon.socket_path, "fetch", *args],
+                              capture_output=True, timeout=timeout, cwd=cwd, env=e)
+        return curl, ours, time.monotonic() - t0
+
+    def same(self, *args, code, stdout=None, quiet=None, **kw):
+        curl, ours, took = self.both(*args, **kw)
+        self.assertEqual(curl.returncode, code, f"curl {args}: {curl.stderr!r}")
+        self.assertEqual(ours.returncode, code, f"fetchctl fetch {args}: {ours.stderr!r}")
+        if stdout is not None:
+            self.assertEqual(curl.stdout, stdout)
+        self.assertEqual(ours.stdout, curl.stdout)
+        if quiet is not None:
+            self.assertEqual(curl.stderr == b"", quiet, curl.stderr)
+            self.assertEqual(ours.stderr == b"", quiet, ours.stderr)
+        return curl, ours, took
+
+    def test_max_time_is_the_whole_command(self):
+        _, _, took = self.same("-s", "-m", "1", self.srv.test_url + "/slow-headers?ms=4000", code=28, stdout=b"")
+        self.assertLess(took, 2.5)
+
+    def test_refused_connection_answered_at_once(self):
+        import socket
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()  # nothing listens there now
+        _, _, took = self.same("-s", f"http://127.0.0.1:{port}/", code=7, stdout=b"", quiet=True)
+        self.assertLess(took, 2.0)
+
+    def test_combined_short_flags_and_fail_quiet(self):
+        url = self.srv.test_url + "/status/404"
+        self.same("-fsSL", url, code=22, stdout=b"", quiet=False)
+        self.same("-sSf", url, code=22, stdout=b"", quiet=False)
+        self.same("-fs", url, code=22, stdout=b"", quiet=True)
+        self.same("-sL", self.srv.nginx_url + "/small.txt", code=0, stdout=SMALL_TXT.encode(), quiet=True)
+
+    def test_output_dash_is_stdout(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.same("-s", "-o", "-", self.srv.nginx_url + "/small.txt", code=0, stdout=SMALL_TXT.encode(), cwd=d)
+            self.same("-so-", self.srv.nginx_url + "/small.txt", code=0, stdout=SMALL_TXT.encode(), cwd=d)
+            self.assertEqual(os.listdir(d), [])
+
+    def sent_headers(self, out):
+        return {k.lower(): v for k, v in json.loads(out)["headers"]}
+
+    def test_header_removed_emptied_and_from_file(self):
+        url = self.srv.test_url + "/echo"
+        curl, ours, _ = self.both("-s", "-H", "Accept:", "-H", "X-Empty;", url)
+        for r in (curl, ours):
+            self.assertEqual(r.returncode, 0, r.stderr)
+            h = self.sent_headers(r.stdout)
+            self.assertNotIn("accept", h)
+            self.assertEqual(h.get("x-empty"), "")
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, "headers.txt")
+            with open(f, "w") as out:
+                out.write("X-One: 1\r\nX-Two: two words\n\nAccept:\n")
+            curl, ours, _ = self.both("-s", "-H", "@" + f, url)
+            for r in (curl, ours):
+                self.assertEqual(r.returncode, 0, r.stderr)
+                h = self.sent_headers(r.stdout)
+                self.assertEqual((h.get("x-one"), h.get("x-two")), ("1", "two words"))
+                self.assertNotIn("accept", h)
+
+    def test_exit_codes_of_common_failures(self):
+        t = self.srv.test_url
+        port = t.rsplit(":", 1)[1]
+        self.same("-s", "http://no-such-host.invalid/", code=6, stdout=b"", quiet=True)
+        self.same("-s", f"https://127.0.0.1:{port}/", code=35, stdout=b"", quiet=True)
+        self.same("-s", "-L", "--max-redirs", "2", t + "/redirect-loop", code=47, stdout=b"", quiet=True)
+        self.same("-s", "-o", "/dev/null", t + "/reset-mid-body", code=56, quiet=True)
+        self.same("-s", self.srv.nginx_tls_url + "/small.txt", code=60, stdout=b"", quiet=True)
+        self.same("-s", "-f", t + "/status/500", code=22, stdout=b"", quiet=True)
+
+    def test_output_file_streams_a_large_body(self):
+        # 80 MB: past fetch's in-memory limit (64 MiB), so -o FILE must stream (a download).
+        name = "rw-80mb.bin"
+        src = os.path.join(self.srv.static_dir, name)
+        with open(src, "wb") as f:
+            for i in range(80):
+                f.write(bytes([i]) * 1_000_000)
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                a, b = os.path.join(d, "curl.bin"), os.path.join(d, "ours.bin")
+                with open(b, "wb") as f:
+                    f.write(b"old content, longer than nothing" * 10)  # overwritten, as curl does
+                curl = subprocess.run(["curl", "-sS", "-o", a, f"{self.srv.nginx_url}/{name}"], capture_output=True)
+                ours = self.ctl("fetch", "-sS", "-o", b, f"{self.srv.nginx_url}/{name}", timeout=120)
+                self.assertEqual((curl.returncode, ours.returncode, ours.stdout, ours.stderr), (0, 0, b"", b""), ours.stderr)
+                self.assertEqual(os.path.getsize(b), 80_000_000)
+                self.assertEqual(hashlib.sha256(open(a, "rb").read()).hexdigest(),
+                                 hashlib.sha256(open(b, "rb").read()).hexdigest())
+                # fetch's own body limit does not apply to a body streamed to a file.
+                ours = self.ctl("fetch", "-sS", "--max-body-bytes", "1000", "-o", b, f"{self.srv.nginx_url}/small.txt")
+                self.assertEqual((ours.returncode, open(b, "rb").read()), (0, SMALL_TXT.encode()), ours.stderr)
+        finally:
+            os.unlink(src)
+
+    def cookie_lines(self, path):
+        with open(path) as f:
+            return sorted(line.rstrip("\n") for line in f if line.strip() and not line.startswith("# "))
+
+    def test_cookie_files_as_curl(self):
+        from urllib.parse import quote
+        t = self.srv.test_url
+        setter = t + "/set-cookie?raw=" + quote("a=1; Path=/") + "&raw=" + quote("z=2; Path=/; HttpOnly") \
+            + "&raw=" + quote("long=3; Path=/; Expires=Wed, 01 Jan 2070 00:00:00 GMT")
+        with tempfile.TemporaryDirectory() as d:
+            jc, jo = os.path.join(d, "curl.txt"), os.path.join(d, "ours.txt")
+            curl = subprocess.run(["curl", "-s", "-c", jc, setter], capture_output=True)
+            ours = self.ctl("fetch", "-s", "-c", jo, setter)
+            self.assertEqual((curl.returncode, ours.returncode), (0, 0), ours.stderr)
+            self.assertEqual(ours.stdout, curl.stdout)
+            self.assertEqual(self.cookie_lines(jo), self.cookie_lines(jc))
+            self.assertEqual(len(self.cookie_lines(jo)), 3)
+            # Each reads the other's file back.
+            for jar in (jc, jo):
+                curl = subprocess.run(["curl", "-s", "-b", jar, t + "/cookies"], capture_output=True)
+                ours = self.ctl("fetch", "-s", "-b", jar, t + "/cookies")
+                self.assertEqual(ours.returncode, 0, ours.stderr)
+                got = sorted(json.loads(ours.stdout)["cookie"].split("; "))
+                self.assertEqual(got, sorted(json.loads(curl.stdout)["cookie"].split("; ")))
+                self.assertEqual(got, ["a=1", "long=3", "z=2"])
+            # Cookie data, and no jar at all by default (curl keeps none between runs).
+            ours = self.ctl("fetch", "-s", "-b", "x=9", t + "/cookies")
+            self.assertEqual(json.loads(ours.stdout)["cookie"], "x=9")
+            self.ctl("fetch", "-s", setter)
+            ours = self.ctl("fetch", "-s", t + "/cookies")
+            self.assertIsNone(json.loads(ours.stdout)["cookie"])
+            jars = self.c.call("getCookies", {})["cookies"]
+            self.assertEqual([c for c in jars if c["name"] in ("a", "z", "long")], [])
+
+    def test_write_out(self):
+        t = self.srv.test_url
+        self.same("-s", "-o", "/dev/null", "-w", "%{http_code}\\n", t + "/status/404", code=0, stdout=b"404\n")
+        self.same("-sL", "-w", "[%{http_code} %{num_redirects} %{remote_ip} %{content_type} %{size_download}]",
+                  t + "/redirect-to?url=/status/201", code=0)
+        self.same("-s", "-o", "/dev/null", "-w", "%{http_code} %{exitcode}", f"http://127.0.0.1:{closed_port()}/",
+                  code=7, stdout=b"000 7")
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, "out.bin")
+            self.same("-s", "-o", f, "-w", "%{http_code} %{size_download} %{url_effective}", self.srv.nginx_url + "/small.txt",
+                      code=0)
+        curl, ours, _ = self.both("-s", "-o", "/dev/null", "-w", "%{time_total} %{time_starttransfer}", t + "/status/200")
+        for r in (curl, ours):
+            total, first = (float(x) for x in r.stdout.split())
+            self.assertTrue(0 < first <= total < 5, r.stdout)
+
+    def test_tls_and_routing_flags(self):
+        tls = self.srv.nginx_tls_url
+        self.same("-sk", tls + "/small.txt", code=0, stdout=SMALL_TXT.encode())
+        self.same("-s", "--cacert", self.srv.ca_file, tls + "/small.txt", code=0, stdout=SMALL_TXT.encode())
+        self.same("-s", "--cacert", self.srv.ca_file, "--http1.1", tls + "/proto", code=0, stdout=b"HTTP/1.1")
+        self.same("-s", "--cacert", self.srv.ca_file, "--http2", tls + "/proto", code=0, stdout=b"HTTP/2.0")
+        self.same("-s", "-r", "10-19", self.srv.nginx_url + "/big.bin", code=0, stdout=big_bin()[10:20])
+        self.same("-s", "-r10-", self.srv.nginx_url + "/small.txt", code=0, stdout=SMALL_TXT.encode()[10:])
+        port = self.srv.test_url.rsplit(":", 1)[1]
+        curl, ours, _ = self.both("-s", "--resolve", f"fetchd-ctl.invalid:{port}:127.0.0.1",
+                                  f"http://fetchd-ctl.invalid:{port}/echo")
+        for r in (curl, ours):
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(self.sent_headers(r.stdout)["host"], f"fetchd-ctl.invalid:{port}")
+
+    def test_unix_socket_flag(self):
+        from test_realworld import unix_http_server
+        with tempfile.TemporaryDirectory() as d, unix_http_server(d) as path:
+            self.same("-s", "--unix-socket", path, "http://docker.invalid/info", code=0,
+                      stdout=b'{"path": "/info", "host": "docker.invalid"}')
+
+    def test_data_is_a_form(self):
+        url = self.srv.test_url + "/echo"
+        curl, ours, _ = self.both("-s", "-d", "a=1&b=two", url)
+        for r in (curl, ours):
+            self.assertEqual(r.returncode, 0, r.stderr)
+            echo = json.loads(r.stdout)
+            self.assertEqual((echo["method"], echo["body"]), ("POST", "a=1&b=two"))
+            self.assertEqual(self.sent_headers(r.stdout)["content-type"], "application/x-www-form-urlencoded")
+        curl, ours, _ = self.both("-s", "-d", "x", "-H", "Content-Type: text/csv", url)
+        self.assertEqual(self.sent_headers(ours.stdout)["content-type"], self.sent_headers(curl.stdout)["content-type"])
+
+    def test_limit_rate(self):
+        # 2 MB at 400K: the same output; at least about 4 s through fetchctl (a lower bound only).
+        for tool in ("curl", "fetchctl"):
+            t0 = time.monotonic()
+            cmd = ["curl"] if tool == "curl" else [FETCHCTL, "--socket", self.daemon.socket_path, "fetch"]
+            r = subprocess.run(cmd + ["-s", "--limit-rate", "400K", "-o", "/dev/null", "-w", "%{size_download}",
+                                      self.srv.test_url + "/bytes/2000000"], capture_output=True, timeout=60)
+            self.assertEqual((r.returncode, r.stdout), (0, b"2000000"), (tool, r.stderr))
+            if tool == "fetchctl":  # curl 7.88 on loopback may let such a body through at once
+                self.assertGreater(time.monotonic() - t0, 2.0, tool)

@@ -332,3 +332,46 @@ class TestRetryNetwork(RetryCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestMaxTime(RetryCase):
+    """Issue 18: `maxTime` limits the whole job, every attempt and retry wait included."""
+
+    def call_error(self, params, timeout=30):
+        t0 = time.monotonic()
+        with self.assertRaises(RPCError) as cm:
+            self.c.call("fetch", params, timeout=timeout)
+        return cm.exception, time.monotonic() - t0
+
+    def test_retry_waits_are_cut_by_max_time(self):
+        # Without maxTime this job would retry 503s for many seconds (backoff 1-2 s, then more).
+        url = self.flaky(key("maxtime"), fail=100)
+        e, took = self.call_error({"url": url, "retry": {"maxAttempts": 10}, "maxTime": 1.5})
+        self.assertEqual(e.code, -32001, e)
+        self.assertEqual(e.data["kind"], "timeout")
+        self.assertEqual(e.data["curlCode"], 28)
+        self.assertIn("maxTime", e.data["detail"])
+        self.assertLess(took, 2.5)
+
+    def test_an_attempt_is_cut_at_the_deadline(self):
+        e, took = self.call_error({"url": self.srv.test_url + "/slow-headers?ms=5000", "maxTime": 0.8,
+                                   "timeout": 30, "retry": True})
+        self.assertEqual((e.code, e.data["kind"], e.data["attempts"]), (-32001, "timeout", 1), e)
+        self.assertGreaterEqual(took, 0.7)
+        self.assertLess(took, 2.0)
+
+    def test_curl_code_in_failures(self):
+        e, _ = self.call_error({"url": f"http://127.0.0.1:{closed_port()}/", "retry": False})
+        self.assertEqual((e.data["kind"], e.data["curlCode"]), ("connect", 7))
+
+    def test_max_time_is_checked(self):
+        for bad in (0, -1, "1", 10 ** 7):
+            with self.assertRaises(RPCError) as cm:
+                self.c.call("fetch", {"url": self.srv.test_url + "/echo", "maxTime": bad})
+            self.assertEqual((cm.exception.code, cm.exception.data["field"]), (-32602, "maxTime"))
+
+    def test_null_header_leaves_out_libcurls_own(self):
+        r = self.c.call("fetch", {"url": self.srv.test_url + "/echo", "headers": {"Accept": None, "X-E": ""}})
+        sent = {k.lower(): v for k, v in json.loads(r["body"])["headers"]}
+        self.assertNotIn("accept", sent)
+        self.assertEqual(sent["x-e"], "")

@@ -214,6 +214,8 @@ struct PipelineState: Sendable {
     var auth = CredentialState()
     /// Set when the job's stub set records it (recordStubs).
     var stubRecording: StubRecording?
+    /// Milliseconds the last attempt waited in its host's queue (the result's timings.queuedMs).
+    var queuedMs = 0.0
 }
 
 /// What jobs run on: the engine, and the admission queue that applies every host's limits.

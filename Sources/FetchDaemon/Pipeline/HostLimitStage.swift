@@ -16,13 +16,19 @@ final class HostLimitStage: Stage {
 
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         let ticket = Self.ticket(attempt, job)
+        job.pipeline.queuedMs = 0
         if admission.startNow(ticket) { return .proceed }
         // Only a job's first attempt can be refused for a full queue.
         let accepted = attempt.number > 1
+        let queued = ContinuousClock.now
         return .hold(Hold(
             start: { [admission] release in
                 do {
-                    try admission.enqueue(ticket, alreadyAccepted: accepted, admitted: release)
+                    try admission.enqueue(ticket, alreadyAccepted: accepted, admitted: { result in
+                        let waited = (ContinuousClock.now - queued).components
+                        job.pipeline.queuedMs = Double(waited.seconds) * 1000 + Double(waited.attoseconds / 10_000_000_000_000) / 100
+                        release(result)
+                    })
                 } catch {
                     release(.failure(error))
                 }

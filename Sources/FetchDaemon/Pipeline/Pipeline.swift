@@ -11,7 +11,8 @@ enum Pipeline {
     /// after the limits, and judged by the retry policy); the host's auth rule adds its
     /// credential (before the host's limits: a request waiting for a credential holds no host
     /// slot); the host's limits admit the attempt (and honour Retry-After); the retry policy
-    /// judges the outcome.
+    /// judges the outcome; the request's maxTime (after the host's wait, so each attempt's
+    /// timeouts are cut to what is left) ends the job at its deadline.
     static func common(admission: HostAdmission, credentials: CredentialStore, log: Logger, stubs: StubStore,
                        timers: DispatchQueue) -> [any Stage] {
         [
@@ -19,6 +20,7 @@ enum Pipeline {
             StubStage(stubs: stubs, timers: timers),
             CredentialStage(store: credentials),
             HostLimitStage(admission: admission, log: log),
+            DeadlineStage(),
             RetryStage(),
         ]
     }

@@ -28,6 +28,7 @@ final class RetryStage: Stage {
         }
         state.waited += wait
         job.pipeline.retry = state
+        if DeadlineStage.refusesWait(wait, job) { return .fail(DeadlineStage.expired(job, attempts: attempt.number)) }
         return .again(delay: wait, reason: reason)
     }
 }

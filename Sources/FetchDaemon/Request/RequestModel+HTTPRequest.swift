@@ -34,6 +34,8 @@ extension RequestModel {
             timeoutMs: Self.milliseconds(timeout), connectTimeoutMs: Self.milliseconds(connectTimeout),
             maxRedirects: maxRedirects, maxBodyBytes: maxBodyBytes)
         request.cookieJar = cookieJar
+        request.removedHeaders = removedHeaders
+        routing.apply(to: &request)
         return request
     }
 

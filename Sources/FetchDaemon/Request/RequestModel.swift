@@ -31,10 +31,16 @@ struct RequestModel: Sendable {
     var url: RequestURL
     var method: String
     var headers: [HTTPHeader] = []
+    /// Headers given as null: libcurl's own (Accept, User-Agent...) left out, as curl's `-H 'Name:'`.
+    var removedHeaders: [String] = []
     var query: [QueryItem] = []
     var body: Body = .none
     var timeout: Double = 60
     var connectTimeout: Double = 10
+    /// Seconds for the whole job, every attempt and retry wait included (nil: no limit).
+    var maxTime: Double?
+    /// TLS, routing and protocol choices (insecure, caFile, httpVersion, range, resolve, unixSocket).
+    var routing = RequestRouting()
     var retry = RetrySetting()
     var maxRedirects = 10
     /// nil: no cookies (`false`); otherwise the jar's name.
@@ -74,6 +80,11 @@ struct RequestModel: Sendable {
             var budget = HTTPSyntax.HeaderBudget()
             for (name, value) in headers.members {
                 let field = params.field("headers") + "." + name
+                if case .null = value {
+                    _ = try HTTPSyntax.checkHeader(name: name, value: "", field: field)
+                    removedHeaders.append(name)
+                    continue
+                }
                 guard case .string(let text) = value else {
                     throw RPCError.invalidParams(field: field, "expected a string, got \(value.typeName)")
                 }
@@ -103,6 +114,8 @@ struct RequestModel: Sendable {
 
         if let timeout = try params.number("timeout", in: 0.001...86_400) { self.timeout = timeout }
         if let connect = try params.number("connectTimeout", in: 0.001...86_400) { connectTimeout = connect }
+        maxTime = try params.number("maxTime", in: 0.001...604_800)
+        routing = try RequestRouting(reading: &params, policy: policy)
         retry = try Self.readRetry(&params)
         if let redirects = try params.integer("maxRedirects", in: 0...100) { maxRedirects = redirects }
         switch params.value("cookieJar") {

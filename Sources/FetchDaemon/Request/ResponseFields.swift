@@ -52,6 +52,17 @@ enum ResponseFields {
             "redirects": JSONValue(response.redirects),
             "elapsedMs": .double((ms * 1000).rounded() / 1000),
             "httpVersion": .string(response.httpVersion),
+            "timings": timings(response.timings, queuedMs: job.pipeline.queuedMs),
+            "remoteAddress": response.remoteAddress.map(JSONValue.string) ?? .null,
+        ]
+    }
+
+    /// curl's time_* of the last attempt, from its start, in milliseconds.
+    static func timings(_ t: TransferTimings, queuedMs: Double) -> JSONValue {
+        func ms(_ microseconds: Int64) -> JSONValue { .double(Double(max(0, microseconds) / 10) / 100) }
+        return [
+            "queuedMs": .double(queuedMs), "dnsMs": ms(t.nameLookup), "connectMs": ms(t.connect), "tlsMs": ms(t.tlsHandshake),
+            "firstByteMs": ms(t.startTransfer), "totalMs": ms(t.total),
         ]
     }
 
