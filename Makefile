@@ -4,8 +4,8 @@ SHELL := /bin/bash
 
 SWIFT ?= swift
 # Debian packages the build, the tests and the shell client need.
-APT_PACKAGES_FOR_LIBS := libcurl:libcurl4-openssl-dev jansson:libjansson-dev
-APT_PACKAGES_FOR_CMDS := pkg-config:pkg-config jq:jq socat:socat nginx:nginx python3:python3 curl:curl openssl:openssl gcc:gcc valgrind:valgrind
+APT_PACKAGES_FOR_LIBS := libcurl:libcurl4-openssl-dev jansson:libjansson-dev sqlite3:libsqlite3-dev hiredis:libhiredis-dev
+APT_PACKAGES_FOR_CMDS := pkg-config:pkg-config jq:jq socat:socat nginx:nginx python3:python3 curl:curl openssl:openssl gcc:gcc valgrind:valgrind redis-server:redis-server systemd-socket-activate:systemd tmux:tmux
 FETCHD_ARGS ?=
 # The debug build and the tests (so CI, which runs `make test`) treat every compiler warning
 # as an error. `make build SWIFT_BUILD_FLAGS=` builds without; the release build never uses it.

@@ -24,6 +24,18 @@ let package = Package(
             pkgConfig: "jansson",
             providers: [.apt(["libjansson-dev"])]
         ),
+        // SQLite (durable jobs, the HTTP cache's index) and hiredis (limits shared through Redis).
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // No pkgConfig: hiredis's .pc adds -D_FILE_OFFSET_BITS=64, which SwiftPM warns about;
+        // the shim includes <hiredis/hiredis.h> from /usr/include and the modulemap links it.
+        .systemLibrary(
+            name: "CHiredis",
+            providers: [.apt(["libhiredis-dev"])]
+        ),
         // Linux calls Swift's Glibc module does not show (epoll, eventfd, SO_PEERCRED).
         .target(name: "CLinux"),
         // SHA-256 on the CPU's SHA extensions, the fast path of FetchEngine's digest.
@@ -33,7 +45,7 @@ let package = Package(
         // JSON-RPC 2.0: JSON values, framing, dispatch. Knows nothing of HTTP.
         .target(name: "JSONRPC", dependencies: ["CJansson"], swiftSettings: strict),
         // The daemon joins them: socket server, one file per method, jobs, configuration.
-        .target(name: "FetchDaemon", dependencies: ["FetchEngine", "JSONRPC", "CLinux"], swiftSettings: strict),
+        .target(name: "FetchDaemon", dependencies: ["FetchEngine", "JSONRPC", "CLinux", "CSQLite", "CHiredis"], swiftSettings: strict),
         .executableTarget(name: "fetchd", dependencies: ["FetchDaemon", "CLinux"], swiftSettings: strict),
         .testTarget(name: "FetchEngineTests", dependencies: ["FetchEngine", "CCurl"], swiftSettings: strict),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"], swiftSettings: strict),
