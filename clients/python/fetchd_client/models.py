@@ -79,7 +79,7 @@ class RedirectHop(NamedTuple):
     status_code: Optional[int] = None
 
 
-class Response(dict):  # type: ignore[type-arg]
+class Response(Dict[str, Any]):
     """The result of a request: the protocol's result object (a dict, so ``r["status"]`` and
     ``r["elapsedMs"]`` work), with requests' and httpx's common surface.
 
