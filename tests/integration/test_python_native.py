@@ -155,6 +155,15 @@ class TestVerbsAndKeywords(NativeCase):
             self.c.post(self.url("/multipart-echo"), files={"f": pathlib.Path(d, "missing.txt")})
         self.assertIn(os.path.join(d, "missing.txt"), str(cm.exception))
 
+    def test_verify_and_http_version(self):
+        url = self.srv.nginx_tls_url + "/small.txt"
+        with self.assertRaises(TransportError) as cm:
+            self.c.get(url, retry=False)
+        self.assertEqual(cm.exception.kind, "tls")
+        self.assertEqual(self.c.get(url, verify=False).status_code, 200)
+        self.assertEqual(self.c.get(url, verify=self.srv.ca_file).status_code, 200)
+        self.assertEqual(self.c.get(url, verify=self.srv.ca_file, http_version="1.1").http_version, "HTTP/1.1")
+
     def test_basic_auth_tuple(self):
         r = self.c.get(self.url("/basic-protected"), params={"user": "ann", "password": "pw"},
                        auth=("ann", "pw"))
@@ -312,6 +321,14 @@ class TestAsyncClient(NativeCase):
     def run_async(self, coro):
         return asyncio.run(asyncio.wait_for(coro, 120))
 
+    async def gone(self, job_id):
+        """Waits (10 s at most) until the daemon no longer lists job_id."""
+        for _ in range(200):
+            if not self.live(job_id):
+                return
+            await asyncio.sleep(0.05)
+        self.fail(f"the job {job_id} outlived its cancelled task")
+
     def test_many_concurrent_awaits_on_one_connection(self):
         async def main():
             async with AsyncClient(self.daemon.socket_path, base_url=self.srv.test_url) as c:
@@ -361,20 +378,20 @@ class TestAsyncClient(NativeCase):
                 task.cancel()
                 with self.assertRaises(asyncio.CancelledError):
                     await task
-                for _ in range(200):
-                    if not self.live(job.job_id):
-                        break
-                    await asyncio.sleep(0.05)
-                self.assertFalse(self.live(job.job_id), "the job outlived its cancelled task")
+                await self.gone(job.job_id)
+                # A Task made straight from the job (ensure_future) cancels it as well.
+                job1 = c.get(self.url("/slow-body?chunks=200&ms=100"))
+                task1 = asyncio.ensure_future(job1)
+                await asyncio.sleep(0.2)
+                task1.cancel()
+                with self.assertRaises(asyncio.CancelledError):
+                    await task1
+                await self.gone(job1.job_id)
                 # wait_for running out cancels the job too.
                 job2 = c.get(self.url("/slow-body?chunks=200&ms=100"))
                 with self.assertRaises(asyncio.TimeoutError):
                     await asyncio.wait_for(job2, 0.3)
-                for _ in range(200):
-                    if not self.live(job2.job_id):
-                        break
-                    await asyncio.sleep(0.05)
-                self.assertFalse(self.live(job2.job_id))
+                await self.gone(job2.job_id)
                 # job.cancel(): the await raises Cancelled.
                 job3 = c.get(self.url("/slow-body?chunks=200&ms=100"))
                 await asyncio.sleep(0.2)
