@@ -50,10 +50,22 @@ integration-test: deps
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
 	FETCHD_BIN=$(CURDIR)/.build/debug/fetchd python3 tests/integration/run.py
 
-test: unit-test integration-test
+test: unit-test integration-test python-typecheck
 
 clean:
 	rm -rf .build
+
+# mypy on the Python client (settings in clients/python/pyproject.toml). mypy comes from the
+# environment, else is installed from PyPI into .build/mypy-venv once; when neither works the
+# check is skipped and says so.
+MYPY_VENV := $(CURDIR)/.build/mypy-venv
+.PHONY: python-typecheck
+python-typecheck:
+	@if python3 -m mypy --version >/dev/null 2>&1; then mypy="python3 -m mypy"; \
+	elif [ -x $(MYPY_VENV)/bin/mypy ] || { python3 -m venv $(MYPY_VENV) && $(MYPY_VENV)/bin/pip install -q mypy; } >/dev/null 2>&1; then \
+	  mypy=$(MYPY_VENV)/bin/mypy; \
+	else echo "python-typecheck: SKIPPED: mypy is not installed and could not be installed from PyPI"; exit 0; fi; \
+	cd clients/python && $$mypy fetchd_client
 
 # Benchmarks, not tests (`make test` never runs them): fetchd against curl, aria2 and a libcurl
 # multi floor on loopback; prints one table and writes bench/results/<timestamp>.json.

@@ -27,9 +27,18 @@
 /* First size of the read buffer; it doubles as needed. */
 #define FETCHD_READ_CHUNK ((size_t)64 * 1024)
 
+/* A notification queued for the caller waiting on its job (per-call progress callbacks). */
+struct note {
+    json_t *msg;                /* the notification (owned) */
+    struct note *next;
+};
+
 struct pending {
     json_int_t id;
     json_t *answer;             /* the answer object once it came (owned) */
+    const char *job_id;         /* the job whose notifications go to fn (borrowed), or NULL */
+    fetchd_progress_fn fn;
+    struct note *notes, *notes_tail;
     struct pending *next;
 };
 
@@ -182,6 +191,16 @@ fetchd_status fetchd_connect(const char *socket_path, fetchd_client **out, fetch
     return FETCHD_OK;
 }
 
+static void free_notes(struct pending *p) {
+    while (p->notes) {
+        struct note *n = p->notes;
+        p->notes = n->next;
+        json_decref(n->msg);
+        free(n);
+    }
+    p->notes_tail = NULL;
+}
+
 void fetchd_close(fetchd_client *c) {
     if (!c)
         return;
@@ -193,6 +212,7 @@ void fetchd_close(fetchd_client *c) {
     while (p) {
         struct pending *next = p->next;
         json_decref(p->answer);
+        free_notes(p);
         free(p);
         p = next;
     }
@@ -222,7 +242,29 @@ void fetchd_set_timeout(fetchd_client *c, long timeout_ms) {
 /* ----------------------------------------------------------------------------- reader */
 
 static void deliver_notification(fetchd_client *c, json_t *msg) {
+    json_t *params = json_object_get(msg, "params");
+    const char *job_id = json_string_value(json_object_get(params, "jobId"));
     pthread_mutex_lock(&c->lock);
+    if (job_id) {
+        for (struct pending *p = c->pending; p; p = p->next) {
+            if (!p->fn || !p->job_id || strcmp(p->job_id, job_id) != 0)
+                continue;
+            /* The waiting caller runs its callback on its own thread (fetchd_job_call). */
+            struct note *n = malloc(sizeof *n);
+            if (n) {
+                n->msg = json_incref(msg);
+                n->next = NULL;
+                if (p->notes_tail)
+                    p->notes_tail->next = n;
+                else
+                    p->notes = n;
+                p->notes_tail = n;
+                pthread_cond_broadcast(&c->answered);
+            }
+            pthread_mutex_unlock(&c->lock);
+            return;
+        }
+    }
     fetchd_notification_fn fn = c->callback;
     void *data = c->callback_data;
     pthread_mutex_unlock(&c->lock);
@@ -380,8 +422,12 @@ static fetchd_status take_answer(json_t *answer, json_t **result, fetchd_error *
     return FETCHD_OK;
 }
 
-fetchd_status fetchd_call(fetchd_client *c, const char *method, json_t *params, json_t **result,
-                          fetchd_error *err) {
+/* Sends method and waits for its answer. With fn, the notifications of job_id are handed to
+ * fn on this thread, in order and all before the answer is taken; a nonzero return from fn,
+ * or running out of time, cancels the job (without waiting). */
+static fetchd_status call_internal(fetchd_client *c, const char *method, json_t *params,
+                                   const char *job_id, fetchd_progress_fn fn, void *user_data,
+                                   json_t **result, fetchd_error *err) {
     if (result)
         *result = NULL;
     if (!c || !method)
@@ -396,6 +442,8 @@ fetchd_status fetchd_call(fetchd_client *c, const char *method, json_t *params, 
         json_decref(msg);
         return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
     }
+    p->job_id = job_id;
+    p->fn = fn;
 
     pthread_mutex_lock(&c->lock);
     if (c->closed) {
@@ -423,28 +471,81 @@ fetchd_status fetchd_call(fetchd_client *c, const char *method, json_t *params, 
         deadline.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&c->lock);
-    int timed_out = 0;
-    while (st == FETCHD_OK && !p->answer && !c->closed && !timed_out) {
+    int timed_out = 0, stopped = 0;
+    while (st == FETCHD_OK) {
+        if (p->notes) {
+            struct note *n = p->notes;
+            p->notes = n->next;
+            if (!p->notes)
+                p->notes_tail = NULL;
+            pthread_mutex_unlock(&c->lock);
+            if (!stopped && fn(json_string_value(json_object_get(n->msg, "method")),
+                               json_object_get(n->msg, "params"), user_data) != 0) {
+                stopped = 1;
+                fetchd_cancel_nowait(c, job_id, NULL);
+            }
+            json_decref(n->msg);
+            free(n);
+            pthread_mutex_lock(&c->lock);
+            continue;
+        }
+        if (p->answer || c->closed || timed_out)
+            break;
         if (timeout_ms > 0)
             timed_out = pthread_cond_timedwait(&c->answered, &c->lock, &deadline) == ETIMEDOUT;
         else
             pthread_cond_wait(&c->answered, &c->lock);
     }
     unlink_pending(c, p);
+    free_notes(p);
     pthread_mutex_unlock(&c->lock);
 
     if (st == FETCHD_OK) {
         if (p->answer)
             st = take_answer(p->answer, result, err);
-        else if (timed_out)
+        else if (timed_out) {
+            if (job_id)
+                fetchd_cancel_nowait(c, job_id, NULL);
             st = fail(err, FETCHD_ERR_TIMEOUT, 0, NULL, "no answer to %s within %ld ms", method,
                       timeout_ms);
-        else
+        } else
             st = fail(err, FETCHD_ERR_CLOSED, 0, NULL,
                       "the connection to fetchd closed before the answer to %s", method);
     }
     json_decref(p->answer);
     free(p);
+    return st;
+}
+
+fetchd_status fetchd_call(fetchd_client *c, const char *method, json_t *params, json_t **result,
+                          fetchd_error *err) {
+    return call_internal(c, method, params, NULL, NULL, NULL, result, err);
+}
+
+fetchd_status fetchd_job_call(fetchd_client *c, const char *method, json_t *params,
+                              fetchd_progress_fn fn, void *user_data, json_t **result,
+                              fetchd_error *err) {
+    if (result)
+        *result = NULL;
+    if (!c || !method || !json_is_object(params))
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "client, method or params invalid");
+    json_t *own = json_copy(params); /* shallow: only jobId and progress are added */
+    if (!own)
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    if (!json_is_string(json_object_get(own, "jobId"))) {
+        char id[96];
+        pthread_mutex_lock(&c->lock);
+        long long n = (long long)c->next_id++;
+        pthread_mutex_unlock(&c->lock);
+        snprintf(id, sizeof id, "c-%ld-%p-%lld", (long)getpid(), (void *)c, n);
+        json_object_set_new(own, "jobId", json_string(id));
+    }
+    if (fn && !json_object_get(own, "progress"))
+        json_object_set_new(own, "progress", json_true());
+    fetchd_status st = call_internal(c, method, own,
+                                     json_string_value(json_object_get(own, "jobId")),
+                                     fn, user_data, result, err);
+    json_decref(own);
     return st;
 }
 
@@ -570,6 +671,18 @@ static fetchd_status fill_response(json_t *result, fetchd_response *r, fetchd_er
     return FETCHD_OK;
 }
 
+/* The response of a job call that returned st and result (owned). */
+static fetchd_status take_response(fetchd_status st, const char *method, json_t *result,
+                                   fetchd_response *response, fetchd_error *err) {
+    if (st != FETCHD_OK)
+        return st;
+    if (!json_is_object(result)) {
+        json_decref(result);
+        return fail(err, FETCHD_ERR_PROTOCOL, 0, NULL, "%s result is not an object", method);
+    }
+    return fill_response(result, response, err);
+}
+
 fetchd_status fetchd_fetch_ex(fetchd_client *c, json_t *params, fetchd_response *response,
                               fetchd_error *err) {
     if (!response || !json_is_object(params))
@@ -577,13 +690,7 @@ fetchd_status fetchd_fetch_ex(fetchd_client *c, json_t *params, fetchd_response 
     memset(response, 0, sizeof *response);
     json_t *result = NULL;
     fetchd_status st = fetchd_call(c, "fetch", params, &result, err);
-    if (st != FETCHD_OK)
-        return st;
-    if (!json_is_object(result)) {
-        json_decref(result);
-        return fail(err, FETCHD_ERR_PROTOCOL, 0, NULL, "fetch result is not an object");
-    }
-    return fill_response(result, response, err);
+    return take_response(st, "fetch", result, response, err);
 }
 
 fetchd_status fetchd_fetch(fetchd_client *c, const char *url, fetchd_response *response,
@@ -598,8 +705,11 @@ fetchd_status fetchd_fetch(fetchd_client *c, const char *url, fetchd_response *r
     return st;
 }
 
-fetchd_status fetchd_download(fetchd_client *c, const char *url, const char *path,
-                              json_t *params_extra, json_t **result, fetchd_error *err) {
+/* Runs download of url to path with params_extra (borrowed) added; fn may be NULL (then it
+ * is a plain fetchd_call, the daemon naming the job). */
+static fetchd_status run_download(fetchd_client *c, const char *url, const char *path,
+                                  json_t *params_extra, fetchd_progress_fn fn, void *user_data,
+                                  json_t **result, fetchd_error *err) {
     if (result)
         *result = NULL;
     if (!url || !path || (params_extra && !json_is_object(params_extra)))
@@ -609,9 +719,15 @@ fetchd_status fetchd_download(fetchd_client *c, const char *url, const char *pat
         return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
     json_object_set_new(params, "url", json_string(url));
     json_object_set_new(params, "path", json_string(path));
-    fetchd_status st = fetchd_call(c, "download", params, result, err);
+    fetchd_status st = fn ? fetchd_job_call(c, "download", params, fn, user_data, result, err)
+                          : fetchd_call(c, "download", params, result, err);
     json_decref(params);
     return st;
+}
+
+fetchd_status fetchd_download(fetchd_client *c, const char *url, const char *path,
+                              json_t *params_extra, json_t **result, fetchd_error *err) {
+    return run_download(c, url, path, params_extra, NULL, NULL, result, err);
 }
 
 fetchd_status fetchd_cancel(fetchd_client *c, const char *job_id, int *cancelled,
@@ -711,4 +827,137 @@ fetchd_status fetchd_attach(fetchd_client *c, const char *job_id, int progress, 
     if (!job_id)
         return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "job_id is NULL");
     return call_for_job(c, "attach", json_pack("{s:s,s:b}", "jobId", job_id, "progress", progress != 0), result, err);
+}
+
+/* ---------------------------------------------------------- per-call progress and upload */
+
+fetchd_status fetchd_fetch_progress(fetchd_client *c, json_t *params, fetchd_progress_fn fn,
+                                    void *user_data, fetchd_response *response, fetchd_error *err) {
+    if (!response || !json_is_object(params))
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "params must be an object");
+    memset(response, 0, sizeof *response);
+    json_t *result = NULL;
+    fetchd_status st = fetchd_job_call(c, "fetch", params, fn, user_data, &result, err);
+    return take_response(st, "fetch", result, response, err);
+}
+
+fetchd_status fetchd_download_progress(fetchd_client *c, const char *url, const char *path,
+                                       json_t *params_extra, fetchd_progress_fn fn, void *user_data,
+                                       json_t **result, fetchd_error *err) {
+    return run_download(c, url, path, params_extra, fn, user_data, result, err);
+}
+
+fetchd_status fetchd_upload(fetchd_client *c, const char *url, const char *const *paths,
+                            size_t n_paths, json_t *params_extra, fetchd_progress_fn fn,
+                            void *user_data, fetchd_response *response, fetchd_error *err) {
+    if (!url || !response || (n_paths && !paths) || (params_extra && !json_is_object(params_extra)))
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "url, paths, response or params_extra invalid");
+    memset(response, 0, sizeof *response);
+    json_t *params = params_extra ? json_deep_copy(params_extra) : json_object();
+    if (!params)
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    json_t *files = json_object_get(params, "files");
+    if (!json_is_array(files)) {
+        files = json_array();
+        json_object_set_new(params, "files", files);
+    }
+    for (size_t i = 0; i < n_paths; i++) {
+        if (!paths[i]) {
+            json_decref(params);
+            return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "paths[%zu] is NULL", i);
+        }
+        json_array_append_new(files, json_pack("{s:s}", "path", paths[i]));
+    }
+    json_object_set_new(params, "url", json_string(url));
+    json_t *result = NULL;
+    fetchd_status st = fetchd_job_call(c, "upload", params, fn, user_data, &result, err);
+    json_decref(params);
+    return take_response(st, "upload", result, response, err);
+}
+
+fetchd_status fetchd_attach_progress(fetchd_client *c, const char *job_id, fetchd_progress_fn fn,
+                                     void *user_data, json_t **result, fetchd_error *err) {
+    if (!job_id)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "job_id is NULL");
+    json_t *params = json_pack("{s:s,s:b}", "jobId", job_id, "progress", fn != NULL);
+    if (!params)
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    fetchd_status st = call_internal(c, "attach", params, job_id, fn, user_data, result, err);
+    json_decref(params);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------- stubs */
+
+/* Calls method with params (owned: decref'd here) and reads the integer `member` of its result. */
+static fetchd_status call_for_int(fetchd_client *c, const char *method, json_t *params,
+                                  const char *member, int *out, fetchd_error *err) {
+    if (out)
+        *out = 0;
+    json_t *result = NULL;
+    fetchd_status st = call_for_job(c, method, params, &result, err);
+    if (st == FETCHD_OK && out)
+        *out = (int)json_integer_value(json_object_get(result, member));
+    json_decref(result);
+    return st;
+}
+
+/* A params object with the string members given (NULL values left out), ended by NULL. */
+static json_t *string_params(const char *key, ...) {
+    json_t *params = json_object();
+    va_list ap;
+    va_start(ap, key);
+    for (; params && key; key = va_arg(ap, const char *)) {
+        const char *value = va_arg(ap, const char *);
+        if (value)
+            json_object_set_new(params, key, json_string(value));
+    }
+    va_end(ap);
+    return params;
+}
+
+fetchd_status fetchd_add_stub(fetchd_client *c, json_t *stub, char **stub_id, fetchd_error *err) {
+    if (stub_id)
+        *stub_id = NULL;
+    if (!json_is_object(stub))
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "stub is not an object");
+    json_t *result = NULL;
+    fetchd_status st = fetchd_call(c, "addStub", stub, &result, err);
+    if (st == FETCHD_OK && stub_id) {
+        const char *id = json_string_value(json_object_get(result, "stubId"));
+        *stub_id = id ? strdup(id) : NULL;
+        if (!*stub_id)
+            st = fail(err, FETCHD_ERR_PROTOCOL, 0, result, "addStub result has no stubId");
+    }
+    json_decref(result);
+    return st;
+}
+
+fetchd_status fetchd_get_stubs(fetchd_client *c, const char *set, json_t **result, fetchd_error *err) {
+    return call_for_job(c, "getStubs", string_params("set", set, NULL), result, err);
+}
+
+fetchd_status fetchd_remove_stubs(fetchd_client *c, const char *set, const char *stub_id, int *removed,
+                                  fetchd_error *err) {
+    return call_for_int(c, "removeStubs", string_params("set", set, "stubId", stub_id, NULL), "removed",
+                        removed, err);
+}
+
+fetchd_status fetchd_set_stub_mode(fetchd_client *c, const char *set, const char *on_miss, fetchd_error *err) {
+    if (!set || !on_miss)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "set or on_miss is NULL");
+    return call_for_job(c, "setStubMode", string_params("set", set, "onMiss", on_miss, NULL), NULL, err);
+}
+
+fetchd_status fetchd_load_stubs(fetchd_client *c, const char *set, const char *har, int *loaded,
+                                fetchd_error *err) {
+    if (!set || !har)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "set or har is NULL");
+    return call_for_int(c, "loadStubs", string_params("set", set, "har", har, NULL), "loaded", loaded, err);
+}
+
+fetchd_status fetchd_record_stubs(fetchd_client *c, const char *set, const char *har, fetchd_error *err) {
+    if (!set || !har)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "set or har is NULL");
+    return call_for_job(c, "recordStubs", string_params("set", set, "har", har, NULL), NULL, err);
 }

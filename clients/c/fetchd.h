@@ -44,7 +44,7 @@
 extern "C" {
 #endif
 
-#define FETCHD_VERSION "0.1.0"
+#define FETCHD_VERSION "0.2.0"
 
 /* What a libfetchd call returned. */
 typedef enum fetchd_status {
@@ -214,6 +214,74 @@ fetchd_status fetchd_set_auth(fetchd_client *client, const char *host, json_t *r
 /* getAuth: *rules is the array of rules (new reference): host, type, hasCredential,
  * expiresAt, lastError. */
 fetchd_status fetchd_get_auth(fetchd_client *client, json_t **rules, fetchd_error *err);
+
+/* ---- per-call progress callbacks, upload ---------------------------------------------- */
+
+/* Called with each progress or retrying notification of the job a call started (params is
+ * borrowed for the duration of the call: {"jobId", "receivedBytes", ...}). Unlike the
+ * client-wide fetchd_notification_fn it runs on the thread that made the call, in order, all
+ * before the call returns, so it may call any function of the client (fetchd_cancel, ...).
+ * Return 0 to go on; anything else cancels the job (the call then usually returns
+ * FETCHD_ERR_RPC with code FETCHD_RPC_CANCELLED, or the result if the job had finished). */
+typedef int (*fetchd_progress_fn)(const char *method, json_t *params, void *user_data);
+
+/* Runs the job method ("fetch", "download", "upload") with params (borrowed; not changed)
+ * and waits for it. fn (may be NULL) gets the job's notifications as above; with fn,
+ * "progress": true is sent unless params says otherwise. Without a "jobId" in params the
+ * library makes a unique one. When fetchd_set_timeout's limit passes, the job is cancelled. */
+fetchd_status fetchd_job_call(fetchd_client *client, const char *method, json_t *params,
+                              fetchd_progress_fn fn, void *user_data, json_t **result,
+                              fetchd_error *err);
+
+/* fetchd_fetch_ex with a per-call progress callback. */
+fetchd_status fetchd_fetch_progress(fetchd_client *client, json_t *params, fetchd_progress_fn fn,
+                                    void *user_data, fetchd_response *response, fetchd_error *err);
+
+/* fetchd_download with a per-call progress callback. The daemon streams the body to path. */
+fetchd_status fetchd_download_progress(fetchd_client *client, const char *url, const char *path,
+                                       json_t *params_extra, fetchd_progress_fn fn, void *user_data,
+                                       json_t **result, fetchd_error *err);
+
+/* upload: a multipart/form-data POST of the n_paths files at paths (absolute; streamed from
+ * disk by the daemon), after the "files" entries params_extra may hold (inline "content",
+ * "filename", "mimetype", "field"), with its "fields" and any request-model field ("method":
+ * "PUT", "headers", "skipUnreadable"...). *response is the server's answer (body decoded);
+ * response->result also has "failedFiles" and "sentBytes". A file that can't be read is
+ * FETCHD_ERR_RPC with code FETCHD_RPC_FILE_ERROR and data.path naming it. */
+fetchd_status fetchd_upload(fetchd_client *client, const char *url, const char *const *paths,
+                            size_t n_paths, json_t *params_extra, fetchd_progress_fn fn,
+                            void *user_data, fetchd_response *response, fetchd_error *err);
+
+/* fetchd_attach with a per-call progress callback (fn NULL: no progress). A nonzero return
+ * from fn cancels the job. */
+fetchd_status fetchd_attach_progress(fetchd_client *client, const char *job_id, fetchd_progress_fn fn,
+                                     void *user_data, json_t **result, fetchd_error *err);
+
+/* ---- stubs (docs/protocol.md, Stubs; docs/testing.md) -------------------------------- */
+
+/* addStub: stub (borrowed) is its params, e.g. {"set": "t", "match": {"url": "..."},
+ * "respond": {"status": 200, "json": {...}}}. *stub_id (may be NULL) is malloc'd: free() it. */
+fetchd_status fetchd_add_stub(fetchd_client *client, json_t *stub, char **stub_id, fetchd_error *err);
+
+/* getStubs of set (NULL: every set): *result {"stubs": [...], "misses": [...]} (new reference). */
+fetchd_status fetchd_get_stubs(fetchd_client *client, const char *set, json_t **result, fetchd_error *err);
+
+/* removeStubs: stub_id (in set if given), every stub of set, or (both NULL) every stub.
+ * *removed (may be NULL) is how many. */
+fetchd_status fetchd_remove_stubs(fetchd_client *client, const char *set, const char *stub_id,
+                                  int *removed, fetchd_error *err);
+
+/* setStubMode: on_miss is "error" or "network". */
+fetchd_status fetchd_set_stub_mode(fetchd_client *client, const char *set, const char *on_miss,
+                                   fetchd_error *err);
+
+/* loadStubs: the HAR file har (absolute path) as stubs of set; *loaded (may be NULL). */
+fetchd_status fetchd_load_stubs(fetchd_client *client, const char *set, const char *har, int *loaded,
+                                fetchd_error *err);
+
+/* recordStubs: set's misses go to the network and are recorded to it and to the HAR file har. */
+fetchd_status fetchd_record_stubs(fetchd_client *client, const char *set, const char *har,
+                                  fetchd_error *err);
 
 #ifdef __cplusplus
 }

@@ -94,24 +94,86 @@ class TestCClient(unittest.TestCase):
                               os.path.join(self.daemon.tmpdir, "none.sock")], timeout=30)
         self.assertEqual(r.returncode, 3)
 
+    #: Built from a directory of its own with only pkg-config's flags (issue 24): fetch with a
+    #: per-call progress callback, then upload a file; prints "ok STATUS EVENTS PARTS".
+    INSTALLED_PROGRAM = r"""
+#include <stdio.h>
+#include <fetchd.h>
+static int count(const char *method, json_t *params, void *data) {
+    (void)method; (void)params; ++*(int *)data; return 0;
+}
+int main(int argc, char **argv) {
+    if (argc != 5) return 2;
+    fetchd_client *c = NULL;
+    fetchd_error err = {0};
+    if (fetchd_connect(argv[1], &c, &err) != FETCHD_OK) { fprintf(stderr, "%s\n", err.message); return 3; }
+    int events = 0;
+    fetchd_response r = {0};
+    json_t *params = json_pack("{s:s}", "url", argv[2]);
+    if (fetchd_fetch_progress(c, params, count, &events, &r, &err) != FETCHD_OK) { fprintf(stderr, "%s\n", err.message); return 4; }
+    int status = r.status;
+    fetchd_response_free(&r);
+    json_decref(params);
+    const char *paths[] = {argv[4]};
+    if (fetchd_upload(c, argv[3], paths, 1, NULL, NULL, NULL, &r, &err) != FETCHD_OK) { fprintf(stderr, "%s\n", err.message); return 4; }
+    json_t *echo = json_loads((const char *)r.body, 0, NULL);
+    printf("ok %d %d %zu\n", status, events, json_array_size(json_object_get(echo, "parts")));
+    json_decref(echo);
+    fetchd_response_free(&r);
+    fetchd_close(c);
+    return 0;
+}
+"""
+
+    def build_installed(self, prefix, *install_args):
+        _make(f"O={self.build}", f"PREFIX={prefix}", *install_args, "install")
+        src_dir = tempfile.mkdtemp(prefix="fetchd-cclient-user-")   # no fetchd.h next to it
+        self.addCleanup(shutil.rmtree, src_dir, True)
+        with open(os.path.join(src_dir, "prog.c"), "w") as f:
+            f.write(self.INSTALLED_PROGRAM)
+        env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fetchd"], env=env,
+                               capture_output=True, text=True, check=True).stdout.split()
+        exe = os.path.join(src_dir, "prog")
+        r = subprocess.run(["cc", "-Wall", "-Wextra", "-Werror", "-o", exe, "prog.c", *flags],
+                           cwd=src_dir, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return exe
+
+    def installed_args(self, exe):
+        d = tempfile.mkdtemp(dir=self.daemon.tmpdir)
+        path = os.path.join(d, "upload.txt")
+        with open(path, "w") as f:
+            f.write("from an installed program\n")
+        env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+        return [exe, self.daemon.socket_path, self.srv.test_url + "/slow-body?chunks=3&ms=30",
+                self.srv.test_url + "/multipart-echo", path], env
+
     def test_installed_shared_library_and_pkg_config(self):
         prefix = tempfile.mkdtemp(prefix="fetchd-cclient-prefix-")
-        try:
-            _make(f"O={self.build}", f"PREFIX={prefix}", "install")
-            env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
-            flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fetchd"], env=env,
-                                   capture_output=True, text=True, check=True).stdout.split()
-            exe = os.path.join(prefix, "example-shared")
-            subprocess.run(["cc", "-Wall", "-Wextra", "-Werror", "-o", exe,
-                            os.path.join(CDIR, "example.c"), *flags, f"-Wl,-rpath,{prefix}/lib"],
-                           check=True, capture_output=True, text=True)
-            ldd = subprocess.run(["ldd", exe], capture_output=True, text=True).stdout
-            self.assertIn(os.path.join(prefix, "lib", "libfetchd.so.0"), ldd)
-            r = self.run_program([exe, self.srv.test_url + "/json", self.daemon.socket_path], timeout=30)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertTrue(r.stdout.startswith("status: 200\n"), r.stdout)
-        finally:
-            shutil.rmtree(prefix, ignore_errors=True)
+        self.addCleanup(shutil.rmtree, prefix, True)
+        exe = self.build_installed(prefix)
+        ldd = subprocess.run(["ldd", exe], capture_output=True, text=True).stdout
+        self.assertIn(os.path.join(prefix, "lib", "libfetchd.so.0"), ldd)
+        argv, env = self.installed_args(exe)
+        r = self.run_program(argv, timeout=60, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout.split()
+        self.assertEqual((out[0], out[1], out[3]), ("ok", "200", "1"), r.stdout)
+        self.assertGreater(int(out[2]), 0, "no progress events")
+
+    def test_install_without_rpath_needs_the_loader_path(self):
+        # RPATH= leaves the run path out (for ldconfig'd system directories): then the
+        # loader must be told, which is the failure the rpath avoids.
+        prefix = tempfile.mkdtemp(prefix="fetchd-cclient-prefix-")
+        self.addCleanup(shutil.rmtree, prefix, True)
+        exe = self.build_installed(prefix, "RPATH=")
+        argv, env = self.installed_args(exe)
+        r = self.run_program(argv, timeout=60, env=env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("libfetchd.so.0: cannot open shared object file", r.stderr)
+        r = self.run_program(argv, timeout=60, env=dict(env, LD_LIBRARY_PATH=os.path.join(prefix, "lib")))
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     # The listener's uid (SO_PEERCRED) must be ours or root's, before anything is sent.
     def peer_dir(self):

@@ -513,6 +513,229 @@ static void test_get_job_and_attach(fetchd_client *c) {
     free(u);
 }
 
+/* ---- per-call progress callbacks (issue 24) ---- */
+struct call_log {
+    pthread_t caller;
+    int count, other_thread, wrong_job, stop_after;
+    long last_received;
+    const char *job_id;
+    fetchd_client *client;
+    int nested_ok;
+};
+
+static int on_call_progress(const char *method, json_t *params, void *data) {
+    struct call_log *log = data;
+    if (!pthread_equal(pthread_self(), log->caller))
+        log->other_thread++;
+    const char *job = json_string_value(json_object_get(params, "jobId"));
+    if (log->job_id && (!job || strcmp(job, log->job_id)))
+        log->wrong_job++;
+    if (!strcmp(method, "progress")) {
+        log->count++;
+        log->last_received = (long)json_integer_value(json_object_get(params, "receivedBytes"));
+    }
+    /* On the caller's thread a blocking call of the same client works. */
+    if (log->count == 1 && log->client)
+        log->nested_ok = fetchd_ping(log->client, NULL) == FETCHD_OK;
+    return log->stop_after && log->count >= log->stop_after;
+}
+
+struct progress_job {
+    fetchd_client *client;
+    char *url;
+    struct call_log log;
+    fetchd_status status;
+    long body_len;
+};
+
+static void *run_progress_fetch(void *arg) {
+    struct progress_job *job = arg;
+    job->log.caller = pthread_self();
+    json_t *params = json_pack("{s:s}", "url", job->url);
+    fetchd_response r = {0};
+    job->status = fetchd_fetch_progress(job->client, params, on_call_progress, &job->log, &r, NULL);
+    job->body_len = (long)r.body_len;
+    fetchd_response_free(&r);
+    json_decref(params);
+    return NULL;
+}
+
+static void test_progress_per_call(fetchd_client *c) {
+    fetchd_error err = {0};
+    fetchd_response r = {0};
+    /* Three threads at once, each with its own callback: each gets only its own job's events. */
+    struct progress_job jobs[3];
+    pthread_t threads[3];
+    for (int i = 0; i < 3; i++) {
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        jobs[i].client = c;
+        char path[64];
+        snprintf(path, sizeof path, "/slow-body?chunks=%d&ms=40", 3 + i);
+        jobs[i].url = url(path);
+        pthread_create(&threads[i], NULL, run_progress_fetch, &jobs[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(threads[i], NULL);
+        CHECK(jobs[i].status == FETCHD_OK && jobs[i].body_len == 3 + i, "thread %d: %d", i, jobs[i].status);
+        CHECK(jobs[i].log.count > 0 && jobs[i].log.last_received == 3 + i, "thread %d: %d events, last %ld",
+              i, jobs[i].log.count, jobs[i].log.last_received);
+        CHECK(jobs[i].log.other_thread == 0, "thread %d: callback ran on another thread", i);
+        free(jobs[i].url);
+    }
+
+    /* A given jobId is kept; a blocking call from the callback works; a nonzero return cancels. */
+    struct call_log log = {pthread_self(), 0, 0, 0, 2, 0, "c-percall-stop", c, 0};
+    char *u = url("/slow-body?chunks=100&ms=50");
+    json_t *params = json_pack("{s:s, s:s}", "url", u, "jobId", "c-percall-stop");
+    CHECK(fetchd_fetch_progress(c, params, on_call_progress, &log, &r, &err) == FETCHD_ERR_RPC
+          && err.code == FETCHD_RPC_CANCELLED, "stopped by the callback: %d", err.code);
+    CHECK(log.count == 2 && log.wrong_job == 0 && log.nested_ok, "count %d wrong %d nested %d",
+          log.count, log.wrong_job, log.nested_ok);
+    const char *by = fetchd_error_data_string(&err, "by");
+    CHECK(by && !strcmp(by, "cancel"), "by %s", by ? by : "(null)");
+    json_decref(params);
+    free(u);
+
+    /* download with a callback */
+    char *path = NULL;
+    if (asprintf(&path, "%s/percall.bin", tmpdir) < 0)
+        abort();
+    struct call_log dlog = {pthread_self(), 0, 0, 0, 0, 0, NULL, NULL, 0};
+    json_t *res = NULL;
+    u = url("/bytes/300000");
+    CHECK(fetchd_download_progress(c, u, path, NULL, on_call_progress, &dlog, &res, &err) == FETCHD_OK,
+          "download_progress: %s", err.message);
+    CHECK(json_integer_value(json_object_get(res, "bytes")) == 300000, "downloaded bytes");
+    CHECK(dlog.count > 0 && dlog.last_received == 300000, "download progress: %d, last %ld", dlog.count,
+          dlog.last_received);
+    json_decref(res);
+    free(u);
+    free(path);
+    fetchd_error_clear(&err);
+}
+
+static void test_upload(fetchd_client *c) {
+    fetchd_error err = {0};
+    fetchd_response r = {0};
+    char *a = NULL, *missing = NULL;
+    if (asprintf(&a, "%s/up-a.txt", tmpdir) < 0 || asprintf(&missing, "%s/up-missing.txt", tmpdir) < 0)
+        abort();
+    FILE *f = fopen(a, "wb");
+    fputs("alpha\n", f);
+    fclose(f);
+    char *u = url("/multipart-echo");
+    const char *paths[] = {a};
+    json_t *extra = json_pack("{s:[{s:s, s:s, s:s}], s:{s:s}}", "files", "content", "inline", "filename",
+                              "n.txt", "field", "note", "fields", "title", "Q3");
+    struct call_log log = {pthread_self(), 0, 0, 0, 0, 0, NULL, NULL, 0};
+    CHECK(fetchd_upload(c, u, paths, 1, extra, on_call_progress, &log, &r, &err) == FETCHD_OK && r.status == 200,
+          "upload: %s", err.message);
+    json_t *echo = json_loads((const char *)r.body, 0, NULL);
+    json_t *parts = json_object_get(echo, "parts");
+    CHECK(json_array_size(parts) == 3, "3 parts: %s", r.body);
+    int saw_file = 0, saw_note = 0, saw_title = 0;
+    size_t i;
+    json_t *part;
+    json_array_foreach(parts, i, part) {
+        const char *name = json_string_value(json_object_get(part, "name"));
+        const char *fn = json_string_value(json_object_get(part, "filename"));
+        if (name && !strcmp(name, "file") && fn && !strcmp(fn, "up-a.txt"))
+            saw_file = json_integer_value(json_object_get(part, "size")) == 6;
+        if (name && !strcmp(name, "note") && fn && !strcmp(fn, "n.txt"))
+            saw_note = 1;
+        if (name && !strcmp(name, "title"))
+            saw_title = 1;
+    }
+    CHECK(saw_file && saw_note && saw_title, "parts %d %d %d", saw_file, saw_note, saw_title);
+    CHECK(log.count > 0, "upload progress events: %d", log.count);
+    CHECK(json_is_array(json_object_get(r.result, "failedFiles")), "failedFiles");
+    json_decref(echo);
+    fetchd_response_free(&r);
+    json_decref(extra);
+
+    const char *two[] = {a, missing};
+    CHECK(fetchd_upload(c, u, two, 2, NULL, NULL, NULL, &r, &err) == FETCHD_ERR_RPC
+          && err.code == FETCHD_RPC_FILE_ERROR, "missing file: %d", err.code);
+    const char *where = fetchd_error_data_string(&err, "path");
+    CHECK(where && !strcmp(where, missing), "path %s", where ? where : "(null)");
+    CHECK(r.result == NULL && r.body == NULL, "response untouched on error");
+    CHECK(fetchd_upload(c, u, NULL, 1, NULL, NULL, NULL, &r, &err) == FETCHD_ERR_INVALID_ARGUMENT, "NULL paths");
+    free(u);
+    free(a);
+    free(missing);
+    fetchd_error_clear(&err);
+}
+
+static void test_stubs(fetchd_client *c) {
+    fetchd_error err = {0};
+    fetchd_response r = {0};
+    char *id = NULL;
+    json_t *stub = json_pack("{s:s, s:{s:s}, s:{s:i, s:{s:s}}}", "set", "c-stubs", "match", "url",
+                             "https://api.example.com/c", "respond", "status", 201, "json", "who", "c");
+    CHECK(fetchd_add_stub(c, stub, &id, &err) == FETCHD_OK && id && *id, "addStub: %s", err.message);
+    json_decref(stub);
+    json_t *params = json_pack("{s:s, s:s}", "url", "https://api.example.com/c", "stubs", "c-stubs");
+    CHECK(fetchd_fetch_ex(c, params, &r, &err) == FETCHD_OK && r.status == 201, "stubbed fetch: %s", err.message);
+    CHECK(r.body && !strcmp((char *)r.body, "{\"who\":\"c\"}"), "stub body %s", r.body);
+    fetchd_response_free(&r);
+    json_t *got = NULL;
+    CHECK(fetchd_get_stubs(c, "c-stubs", &got, &err) == FETCHD_OK, "getStubs: %s", err.message);
+    json_t *first = json_array_get(json_object_get(got, "stubs"), 0);
+    CHECK(first && json_integer_value(json_object_get(first, "hits")) == 1, "hits");
+    CHECK(first && !strcmp(json_string_value(json_object_get(first, "stubId")), id), "stubId");
+    json_decref(got);
+    CHECK(fetchd_set_stub_mode(c, "c-stubs", "error", &err) == FETCHD_OK, "setStubMode: %s", err.message);
+    json_decref(params);
+    params = json_pack("{s:s, s:s}", "url", "https://api.example.com/other", "stubs", "c-stubs");
+    CHECK(fetchd_fetch_ex(c, params, &r, &err) == FETCHD_ERR_RPC && err.code == FETCHD_RPC_TRANSPORT,
+          "a miss fails");
+    const char *kind = fetchd_error_data_string(&err, "kind");
+    CHECK(kind && !strcmp(kind, "stubMiss"), "kind %s", kind ? kind : "(null)");
+    json_decref(params);
+    char *har = NULL;
+    if (asprintf(&har, "%s/c-stubs.har", tmpdir) < 0)
+        abort();
+    CHECK(fetchd_record_stubs(c, "c-record", har, &err) == FETCHD_OK, "recordStubs: %s", err.message);
+    int loaded = -1, removed = -1;
+    CHECK(fetchd_load_stubs(c, "c-loaded", har, &loaded, &err) == FETCHD_OK && loaded == 0,
+          "loadStubs: %d %s", loaded, err.message);
+    CHECK(fetchd_load_stubs(c, "c-loaded", "/nonexistent/x.har", &loaded, &err) == FETCHD_ERR_RPC, "bad har");
+    CHECK(fetchd_remove_stubs(c, "c-stubs", NULL, &removed, &err) == FETCHD_OK && removed == 1,
+          "removeStubs: %d", removed);
+    CHECK(fetchd_set_stub_mode(c, NULL, "error", &err) == FETCHD_ERR_INVALID_ARGUMENT, "NULL set");
+    free(har);
+    free(id);
+    fetchd_error_clear(&err);
+}
+
+static void test_attach_progress(fetchd_client *c) {
+    fetchd_error err = {0};
+    fetchd_client *other = connect_or_die();
+    char *u = url("/slow-body?chunks=8&ms=60");
+    struct fetch_job job = {other, json_pack("{s:s, s:s}", "url", u, "jobId", "c-attach-p"), 0, {0}, {0}};
+    pthread_t t;
+    pthread_create(&t, NULL, run_fetch, &job);
+    json_t *res = NULL;
+    if (wait_for_job(c, "c-attach-p")) {
+        struct call_log log = {pthread_self(), 0, 0, 0, 0, 0, "c-attach-p", NULL, 0};
+        CHECK(fetchd_attach_progress(c, "c-attach-p", on_call_progress, &log, &res, &err) == FETCHD_OK,
+              "attach_progress: %s", err.message);
+        CHECK(json_integer_value(json_object_get(res, "status")) == 200, "attached result");
+        CHECK(log.count > 0 && log.wrong_job == 0, "attach progress %d", log.count);
+        json_decref(res);
+    } else {
+        CHECK(0, "the job never showed");
+    }
+    pthread_join(t, NULL);
+    CHECK(job.status == FETCHD_OK && job.response.status == 200, "the job's own call: %d", job.status);
+    fetchd_response_free(&job.response);
+    fetchd_error_clear(&job.err);
+    json_decref(job.params);
+    fetchd_close(other);
+    free(u);
+    fetchd_error_clear(&err);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 4 && argc <= 5 && !strcmp(argv[1], "--peer"))
         return test_peer(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
@@ -537,6 +760,10 @@ int main(int argc, char **argv) {
     test_download(c);
     test_auth(c);
     test_get_job_and_attach(c);
+    test_progress_per_call(c);
+    test_upload(c);
+    test_stubs(c);
+    test_attach_progress(c);
     fetchd_close(c);
 
     printf("c-client: %d checks, %d failed, %d skipped\n", checks, failures, skipped);

@@ -13,7 +13,7 @@ import zipfile
 
 NAME = "fetchd_client"
 DIST = "fetchd_client"
-VERSION = "0.1.0"
+VERSION = "0.2.0"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TAG = "py3-none-any"
 

@@ -3,22 +3,28 @@
     from fetchd_client import Client
     with Client() as c:                      # $FETCHD_SOCKET, $XDG_RUNTIME_DIR/fetchd.sock, ...
         r = c.fetch("https://example.org/api", json={"q": 1}, headers={"X-A": "b"})
-        print(r.status, r.json())
+        print(r.status_code, r.json())
+        r = c.get("https://example.org/api", params={"q": "x"}).raise_for_status()
 
 See Client for every method and fetchd_client.errors for the exceptions.
 """
-from .client import UNSET, Client, Response, StubSet, default_socket_path
-from .errors import (Cancelled, ConnectError, ConnectionClosed, FetchdError, FileError,
-                     InternalError, InvalidParams, InvalidRequest, MessageTooLarge,
-                     MethodNotFound, NotAllowed, Overloaded, ParseError, RPCError, Timeout,
+from .aio import AsyncClient, AsyncJob
+from .client import UNSET, Client, Session, StubSet, default_socket_path
+from .errors import (Cancelled, ConnectError, ConnectionClosed, DaemonUnreachable, FetchdError,
+                     FileError, HTTPStatusError, InternalError, InvalidParams, InvalidRequest,
+                     MessageTooLarge, MethodNotFound, NotAllowed, Overloaded, ParseError,
+                     RequestTimeout, RPCError, ServerUnreachable, Timeout, TooManyRedirects,
                      TransportError, UntrustedPeer, error_from_answer)
+from .models import Headers, RedirectHop, Response
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
-    "Client", "Response", "StubSet", "default_socket_path", "UNSET",
-    "FetchdError", "ConnectError", "UntrustedPeer", "ConnectionClosed", "Timeout", "RPCError",
-    "ParseError", "InvalidRequest", "MethodNotFound", "InvalidParams", "InternalError",
-    "TransportError", "Cancelled", "FileError", "NotAllowed", "Overloaded", "MessageTooLarge",
+    "Client", "Session", "AsyncClient", "AsyncJob", "Response", "Headers", "RedirectHop",
+    "StubSet", "default_socket_path", "UNSET",
+    "FetchdError", "DaemonUnreachable", "ConnectError", "UntrustedPeer", "ConnectionClosed",
+    "Timeout", "RPCError", "ParseError", "InvalidRequest", "MethodNotFound", "InvalidParams",
+    "InternalError", "TransportError", "ServerUnreachable", "RequestTimeout", "TooManyRedirects",
+    "Cancelled", "FileError", "NotAllowed", "Overloaded", "MessageTooLarge", "HTTPStatusError",
     "error_from_answer",
 ]

@@ -14,7 +14,6 @@ Notifications for jobs without callbacks (``progress=True`` with no callback, de
 of earlier connections...) go to ``on_notification`` if given; that one runs on the reader
 thread and must not wait for answers from this client (a call from it raises RuntimeError).
 """
-import base64
 import itertools
 import json as _json
 import logging
@@ -27,29 +26,19 @@ import time
 import uuid
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
-from .errors import (ConnectError, ConnectionClosed, FetchdError, RPCError, Timeout,
+from ._prepare import (UNSET, AuthArg, Callback, Defaults, HeadersArg, ParamsArg, PathLike,
+                       TimeoutArg, camel, messages, put)
+from .errors import (ConnectionClosed, DaemonUnreachable, FetchdError, RPCError, Timeout,
                      UntrustedPeer, error_from_answer)
+from ._api import HTTPMethods
+from .models import Response
 
-__all__ = ["Client", "Response", "default_socket_path", "UNSET"]
+__all__ = ["Client", "Session", "Response", "default_socket_path", "UNSET"]
 
 log = logging.getLogger("fetchd_client")
 
 Json = Any
-Callback = Callable[[Dict[str, Any]], None]
-PathLike = Union[str, "os.PathLike[str]"]
 
-
-class _Unset:
-    def __repr__(self) -> str:
-        return "UNSET"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-UNSET: Any = _Unset()
-"""Marks an argument as "not given" where None has a meaning (a JSON ``null`` body, or
-``set_rate_limit(..., requests_per_second=None)`` which clears the rate)."""
 
 #: Bytes read from the socket at a time.
 _READ_CHUNK = 1 << 20
@@ -86,72 +75,6 @@ def _check_peer(sock: socket.socket, socket_path: str) -> None:
                             socket_path, uid, pid)
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p[:1].upper() + p[1:] for p in rest)
-
-
-class Response(dict):
-    """The result of ``fetch``/``download``/``upload``: the protocol's result object (a dict,
-    so ``r["status"]`` works) with conveniences."""
-
-    @property
-    def status(self) -> int:
-        return self["status"]
-
-    @property
-    def ok(self) -> bool:
-        """True for a 2xx status."""
-        return 200 <= self.get("status", 0) < 300
-
-    @property
-    def url(self) -> str:
-        """The final URL, after redirects."""
-        return self.get("url", "")
-
-    @property
-    def job_id(self) -> str:
-        return self.get("jobId", "")
-
-    @property
-    def headers(self) -> Dict[str, str]:
-        """Response headers by lowercase name (repeats joined by ", ", set-cookie by "\\n")."""
-        return self.get("headers") or {}
-
-    def header(self, name: str, default: Optional[str] = None) -> Optional[str]:
-        """One header, by case-insensitive name."""
-        return self.headers.get(name.lower(), default)
-
-    @property
-    def content(self) -> bytes:
-        """The body as bytes, whichever form the daemon sent (text, base64 or json)."""
-        if "bodyBase64" in self:
-            return base64.b64decode(self["bodyBase64"])
-        if "body" in self:
-            return self["body"].encode("utf-8")
-        if "json" in self:
-            return _json.dumps(self["json"]).encode("utf-8")
-        return b""
-
-    @property
-    def text(self) -> str:
-        """The body as text (invalid UTF-8 replaced)."""
-        if "body" in self:
-            return self["body"]
-        return self.content.decode("utf-8", errors="replace")
-
-    def json(self) -> Json:
-        """The body parsed as JSON (already parsed when ``response_body="json"``)."""
-        if "json" in self:
-            return self["json"]
-        return _json.loads(self.content)
-
-    @property
-    def failed_files(self) -> List[str]:
-        """upload: the files left out because they could not be read (``skip_unreadable``)."""
-        return self.get("failedFiles") or []
-
-
 class _Call:
     """One request waiting for its answer; the reader thread feeds its queue."""
     __slots__ = ("id", "job_id", "queue", "on_progress", "on_retrying", "owns_job")
@@ -167,7 +90,7 @@ class _Call:
         self.on_retrying = on_retrying
 
 
-class Client:
+class Client(HTTPMethods[Response]):
     """A connection to fetchd.
 
     >>> with Client() as c:
@@ -179,14 +102,21 @@ class Client:
     ``on_notification``: called on the reader thread with every notification not routed to a
     waiting call's callbacks.
 
-    Raises :class:`ConnectError` when the daemon cannot be reached, and its subclass
-    :class:`UntrustedPeer` (before sending anything) when the socket is served by another
-    user than this process's or root.
+    ``base_url``, ``headers``, ``params``, ``auth`` (a ``(user, password)`` tuple) and
+    ``timeout`` are added to every HTTP request of this client (``fetch``, ``request`` and
+    ``get``/``post``/..., ``download``, ``upload``); see :class:`Session`.
+
+    Raises :class:`DaemonUnreachable` (``ConnectError`` is its old name) when the daemon
+    cannot be reached, and its subclass :class:`UntrustedPeer` (before sending anything) when
+    the socket is served by another user than this process's or root.
     """
 
     def __init__(self, socket_path: Optional[PathLike] = None, *,
                  rpc_timeout: Optional[float] = None, connect_timeout: float = 5.0,
-                 on_notification: Optional[Callable[[Dict[str, Any]], None]] = None):
+                 on_notification: Optional[Callable[[Dict[str, Any]], None]] = None,
+                 base_url: Optional[str] = None, headers: HeadersArg = None,
+                 params: ParamsArg = None, auth: AuthArg = None, timeout: TimeoutArg = None):
+        self.defaults = Defaults(base_url, headers, params, auth, timeout)
         self.socket_path = default_socket_path(socket_path)
         self.rpc_timeout = rpc_timeout
         self.on_notification = on_notification
@@ -202,10 +132,13 @@ class Client:
             sock.connect(self.socket_path)
             sock.settimeout(None)
             _check_peer(sock, self.socket_path)
+        except UntrustedPeer:
+            sock.close()
+            raise
         except OSError as e:
             sock.close()
-            raise ConnectError(f"cannot connect to fetchd at {self.socket_path}: "
-                               f"{e.strerror or e}", self.socket_path) from e
+            raise DaemonUnreachable(f"cannot connect to fetchd at {self.socket_path}: "
+                                    f"{e.strerror or e}", self.socket_path) from e
         except BaseException:
             sock.close()
             raise
@@ -264,99 +197,6 @@ class Client:
 
     get_status = status
 
-    def fetch(self, url: str, *, method: Optional[str] = None,
-              headers: Optional[Mapping[str, str]] = None,
-              query: Optional[Mapping[str, Any]] = None, json: Json = UNSET,
-              form: Optional[Mapping[str, Any]] = None,
-              body: Optional[Union[str, bytes, bytearray]] = None,
-              body_base64: Optional[str] = None, body_file: Optional[PathLike] = None,
-              timeout: Optional[float] = None, connect_timeout: Optional[float] = None,
-              retry: Optional[Union[bool, Mapping[str, Any]]] = None,
-              max_redirects: Optional[int] = None,
-              cookie_jar: Optional[Union[str, bool]] = None, priority: Optional[int] = None,
-              progress: Optional[bool] = None, job_id: Optional[str] = None,
-              detach: Optional[bool] = None, comment: Optional[str] = None,
-              response_body: Optional[str] = None, max_body_bytes: Optional[int] = None,
-              on_progress: Optional[Callback] = None, on_retrying: Optional[Callback] = None,
-              rpc_timeout: Optional[float] = None, **extra: Any) -> Response:
-        """``fetch``: one HTTP request; returns a :class:`Response` (any status, 404 included).
-
-        Body (at most one): ``json`` (any JSON value, None sends ``null``), ``form`` (urlencoded),
-        ``body`` (str as UTF-8; bytes are sent as ``bodyBase64``), ``body_base64``, or
-        ``body_file`` (a path, made absolute here). ``timeout``/``connect_timeout`` are seconds
-        per attempt; ``retry`` is True/False or ``{"maxAttempts", "maxInterval", "statuses"}``;
-        ``cookie_jar=False`` sends and keeps no cookies. ``response_body``: ``"auto"``,
-        ``"text"``, ``"base64"``, ``"json"`` or ``"none"``.
-
-        ``on_progress(params)`` gets every ``progress`` notification of the job
-        (``sentBytes``, ``totalSendBytes``, ``receivedBytes``, ``totalReceiveBytes``) and
-        ``on_retrying(params)`` every ``retrying`` one (``attempt``, ``delayMs``, ``reason``);
-        they run in this thread before fetch returns. Giving one sets ``progress``. Without
-        ``job_id`` the client makes one (``py-<hex>``), so that it can cancel the job when the
-        wait is interrupted (Ctrl-C, ``rpc_timeout``, a callback raising).
-
-        Other keyword arguments are sent too, their names turned to camelCase
-        (``foo_bar=1`` -> ``"fooBar": 1``), so newer protocol fields need no new client.
-
-        Raises TransportError (``.kind``), Cancelled (``.by``), InvalidParams (``.field``),
-        NotAllowed, FileError, Overloaded, ConnectionClosed, Timeout.
-        """
-        params = _request_model(url, method=method, headers=headers, query=query, json=json,
-                                form=form, body=body, body_base64=body_base64,
-                                body_file=body_file, timeout=timeout,
-                                connect_timeout=connect_timeout, retry=retry,
-                                max_redirects=max_redirects, cookie_jar=cookie_jar,
-                                priority=priority, progress=progress, job_id=job_id,
-                                detach=detach, comment=comment, extra=extra)
-        _put(params, "responseBody", response_body)
-        _put(params, "maxBodyBytes", max_body_bytes)
-        return Response(self._job_call("fetch", params, on_progress, on_retrying, rpc_timeout))
-
-    def download(self, url: str, path: PathLike, *, overwrite: Optional[bool] = None,
-                 resume: Optional[bool] = None, sha256: Optional[str] = None,
-                 durable: Optional[bool] = None,
-                 on_progress: Optional[Callback] = None, on_retrying: Optional[Callback] = None,
-                 rpc_timeout: Optional[float] = None, **options: Any) -> Response:
-        """``download``: stream the body to ``path`` (made absolute here) through
-        ``<path>.part``, renamed when complete and verified against ``sha256`` (hex) if given.
-        ``overwrite`` (default False): an existing file otherwise raises FileError before any
-        request. ``resume`` (default True) continues a ``.part`` file with Range.
-
-        Returns the result without a body plus ``path``, ``bytes``, ``sha256``, ``resumed``;
-        on a status outside 200-299 nothing is written and the result carries the status and
-        up to 64 KiB of the body. ``options``: the request-model keywords of :meth:`fetch`.
-        """
-        params = _request_model(url, **_model_options(options))
-        params["path"] = os.path.abspath(os.fspath(path))
-        _put(params, "overwrite", overwrite)
-        _put(params, "resume", resume)
-        _put(params, "sha256", sha256)
-        _put(params, "durable", durable)
-        return Response(self._job_call("download", params, on_progress, on_retrying, rpc_timeout))
-
-    def upload(self, url: str, files: Iterable[Union[PathLike, Mapping[str, Any]]] = (), *,
-               fields: Optional[Mapping[str, str]] = None,
-               skip_unreadable: Optional[bool] = None, durable: Optional[bool] = None,
-               on_progress: Optional[Callback] = None, on_retrying: Optional[Callback] = None,
-               rpc_timeout: Optional[float] = None, **options: Any) -> Response:
-        """``upload``: a multipart/form-data POST (unless ``method`` says otherwise) streamed
-        from disk.
-
-        ``files``: paths, or dicts with one of ``path`` / ``content`` (str, or bytes sent as
-        base64) / ``content_base64``, and optional ``filename`` (default: the path's basename),
-        ``mimetype`` (default: guessed from the extension) and ``field`` (default ``"file"``).
-        ``fields``: extra form fields. A file that cannot be read raises FileError before
-        anything is sent, unless ``skip_unreadable``: then it is left out and listed in
-        ``Response.failed_files``. ``options``: the request-model keywords of :meth:`fetch`
-        (not the body ones).
-        """
-        params = _request_model(url, **_model_options(options))
-        params["files"] = [_file_spec(f) for f in files]
-        _put(params, "fields", dict(fields) if fields is not None else None)
-        _put(params, "skipUnreadable", skip_unreadable)
-        _put(params, "durable", durable)
-        return Response(self._job_call("upload", params, on_progress, on_retrying, rpc_timeout))
-
     def cancel(self, job_id: str) -> bool:
         """``cancel``: True when the job was queued, running or waiting to retry (its own
         call then raises Cancelled with ``by == "cancel"``); False when unknown or finished.
@@ -409,7 +249,7 @@ class Client:
         None removes the host's rule. Returns the rule as get_auth shows it (never the
         secret), or ``{"host", "removed"}``. Requests opt out with ``fetch(..., auth=False)``."""
         params: Dict[str, Any] = {"host": host, "type": type}
-        params.update({_camel(k): v for k, v in fields.items()})
+        params.update({camel(k): v for k, v in fields.items()})
         return self._call("setAuth", params)
 
     def get_auth(self) -> List[Dict[str, Any]]:
@@ -421,9 +261,9 @@ class Client:
                     cookie_jar: Optional[str] = None) -> List[Dict[str, Any]]:
         """``getCookies``: with ``url``, exactly the cookies a request there would send."""
         params: Dict[str, Any] = {}
-        _put(params, "url", url)
-        _put(params, "domain", domain)
-        _put(params, "cookieJar", cookie_jar)
+        put(params, "url", url)
+        put(params, "domain", domain)
+        put(params, "cookieJar", cookie_jar)
         return self._call("getCookies", params)["cookies"]
 
     def set_cookies(self, cookies: Iterable[Mapping[str, Any]], *,
@@ -431,15 +271,15 @@ class Client:
         """``setCookies``: each cookie needs ``name``, ``value`` and ``url`` or ``domain``
         (optional path, expires, secure, httpOnly...). Returns how many were stored."""
         params: Dict[str, Any] = {"cookies": [dict(c) for c in cookies]}
-        _put(params, "cookieJar", cookie_jar)
+        put(params, "cookieJar", cookie_jar)
         return self._call("setCookies", params)["stored"]
 
     def clear_cookies(self, domain: Optional[str] = None, *,
                       cookie_jar: Optional[str] = None) -> int:
         """``clearCookies`` (all of the jar, or one domain's). Returns how many were removed."""
         params: Dict[str, Any] = {}
-        _put(params, "domain", domain)
-        _put(params, "cookieJar", cookie_jar)
+        put(params, "domain", domain)
+        put(params, "cookieJar", cookie_jar)
         return self._call("clearCookies", params)["removed"]
 
     def set_logging(self, enabled: bool, *, directory: Optional[PathLike] = None,
@@ -450,9 +290,9 @@ class Client:
         params: Dict[str, Any] = {"enabled": enabled}
         if directory is not None:
             params["directory"] = os.path.abspath(os.fspath(directory))
-        _put(params, "bodies", bodies)
-        _put(params, "maxBodyBytes", max_body_bytes)
-        _put(params, "redact", redact)
+        put(params, "bodies", bodies)
+        put(params, "maxBodyBytes", max_body_bytes)
+        put(params, "redact", redact)
         return self._call("setLogging", params)
 
     def get_logging(self) -> Dict[str, Any]:
@@ -471,27 +311,27 @@ class Client:
         bodyBase64, json, bodyFile, delayMs), ``respond_sequence`` and ``fault`` ("reset",
         "timeout", "refused"). Returns the stub's id."""
         params: Dict[str, Any] = {}
-        _put(params, "set", set)
-        _put(params, "match", dict(match) if match is not None else None)
-        _put(params, "respond", dict(respond) if respond is not None else None)
-        _put(params, "respondSequence", [dict(r) for r in respond_sequence] if respond_sequence is not None else None)
-        _put(params, "fault", fault)
-        _put(params, "priority", priority)
-        _put(params, "times", times)
+        put(params, "set", set)
+        put(params, "match", dict(match) if match is not None else None)
+        put(params, "respond", dict(respond) if respond is not None else None)
+        put(params, "respondSequence", [dict(r) for r in respond_sequence] if respond_sequence is not None else None)
+        put(params, "fault", fault)
+        put(params, "priority", priority)
+        put(params, "times", times)
         return self._call("addStub", params)["stubId"]
 
     def remove_stubs(self, set: Optional[str] = None, stub_id: Optional[str] = None) -> int:
         """``removeStubs``: one stub, a set's, or (neither given) every stub. Returns how many."""
         params: Dict[str, Any] = {}
-        _put(params, "set", set)
-        _put(params, "stubId", stub_id)
+        put(params, "set", set)
+        put(params, "stubId", stub_id)
         return self._call("removeStubs", params)["removed"]
 
     def get_stubs(self, set: Optional[str] = None) -> Dict[str, Any]:
         """``getStubs`` -> ``{"stubs": [{stubId, set, match, hits}], "misses": [{set, method,
         url, nearest}]}`` (the last 100 misses)."""
         params: Dict[str, Any] = {}
-        _put(params, "set", set)
+        put(params, "set", set)
         return self._call("getStubs", params)
 
     def set_stub_mode(self, set: str, on_miss: str) -> Dict[str, Any]:
@@ -518,10 +358,15 @@ class Client:
         return StubSet(self, f"{prefix}-{uuid.uuid4().hex[:12]}")
 
     # ------------------------------------------------------------------ internals
+    def _start(self, method: str, params: Dict[str, Any], on_progress: Optional[Callback],
+               on_retrying: Optional[Callback], rpc_timeout: Optional[float]) -> Response:
+        return Response(self._job_call(method, params, on_progress, on_retrying, rpc_timeout))
+
     def _job_call(self, method: str, params: Dict[str, Any], on_progress: Optional[Callback],
                   on_retrying: Optional[Callback], rpc_timeout: Optional[float]) -> Json:
         # A job id made here lets the client route this job's notifications and cancel the
         # job when the caller is interrupted (Ctrl-C, rpc_timeout, a callback raising).
+        self.defaults.apply(params)
         params.setdefault("jobId", f"py-{uuid.uuid4().hex[:16]}")
         if on_progress is not None or on_retrying is not None:
             params.setdefault("progress", True)
@@ -639,14 +484,7 @@ class Client:
             self._fail_all(reason)
 
     def _dispatch_line(self, line: bytes) -> None:
-        try:
-            msg = _json.loads(line)
-        except ValueError:
-            log.warning("fetchd_client: ignoring a line that is not JSON: %r", line[:200])
-            return
-        for m in msg if isinstance(msg, list) else [msg]:
-            if not isinstance(m, dict):
-                continue
+        for m in messages(line):
             if "method" in m and "id" not in m:
                 self._dispatch_notification(m)
             else:
@@ -686,12 +524,6 @@ class Client:
             calls = list(self._calls.values())
         for call in calls:
             call.queue.put(("closed", ConnectionClosed(err.message)))
-
-
-# ---------------------------------------------------------------------- request building
-_MODEL_KEYS = ("method", "headers", "query", "json", "form", "body", "body_base64", "body_file",
-               "timeout", "connect_timeout", "retry", "max_redirects", "cookie_jar", "priority",
-               "progress", "job_id", "detach", "comment")
 
 
 class StubSet:
@@ -736,67 +568,32 @@ class StubSet:
         return self.client.upload(url, files, stubs=self.name, **options)
 
 
-def _model_options(options: Dict[str, Any]) -> Dict[str, Any]:
-    known = {k: options.pop(k) for k in list(options) if k in _MODEL_KEYS}
-    known["extra"] = options
-    return known
+class Session(Client):
+    """A :class:`Client` for code written against ``requests.Session`` or ``httpx.Client``:
+    the same class, with its defaults given by keyword::
 
+        with Session(base_url="https://api.example.com/v1", headers={"Accept": "application/json"},
+                     params={"lang": "en"}, auth=("ann", "secret"), timeout=10) as s:
+            r = s.get("/users", params={"page": 2})   # https://api.example.com/v1/users?lang=en&page=2
+            r.raise_for_status()
 
-def _put(params: Dict[str, Any], key: str, value: Any) -> None:
-    if value is not None and value is not UNSET:
-        params[key] = value
+    ``s.headers``, ``s.params`` (``s.defaults``) can be changed afterwards.
+    """
 
+    @property
+    def headers(self) -> Any:
+        """The default headers (a case-insensitive mapping; change it in place)."""
+        return self.defaults.headers
 
-def _request_model(url: str, *, method: Optional[str] = None, headers: Any = None,
-                   query: Any = None, json: Json = UNSET, form: Any = None, body: Any = None,
-                   body_base64: Optional[str] = None, body_file: Optional[PathLike] = None,
-                   timeout: Optional[float] = None, connect_timeout: Optional[float] = None,
-                   retry: Any = None, max_redirects: Optional[int] = None, cookie_jar: Any = None,
-                   priority: Optional[int] = None, progress: Optional[bool] = None,
-                   job_id: Optional[str] = None, detach: Optional[bool] = None,
-                   comment: Optional[str] = None,
-                   extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    p: Dict[str, Any] = {"url": url}
-    _put(p, "method", method)
-    _put(p, "headers", dict(headers) if headers is not None else None)
-    _put(p, "query", dict(query) if query is not None else None)
-    if json is not UNSET:
-        p["json"] = json
-    _put(p, "form", dict(form) if form is not None else None)
-    if isinstance(body, (bytes, bytearray, memoryview)):
-        p["bodyBase64"] = base64.b64encode(bytes(body)).decode("ascii")
-    else:
-        _put(p, "body", body)
-    _put(p, "bodyBase64", body_base64)
-    if body_file is not None:
-        p["bodyFile"] = os.path.abspath(os.fspath(body_file))
-    _put(p, "timeout", timeout)
-    _put(p, "connectTimeout", connect_timeout)
-    _put(p, "retry", retry)
-    _put(p, "maxRedirects", max_redirects)
-    _put(p, "cookieJar", cookie_jar)
-    _put(p, "priority", priority)
-    _put(p, "progress", progress)
-    _put(p, "jobId", job_id)
-    _put(p, "detach", detach)
-    _put(p, "comment", comment)
-    for k, v in (extra or {}).items():
-        if v is not UNSET:
-            p[_camel(k)] = v
-    return p
+    @property
+    def params(self) -> Dict[str, Any]:
+        """The default query parameters (change them in place)."""
+        return self.defaults.params
 
+    @property
+    def base_url(self) -> Optional[str]:
+        return self.defaults.base_url
 
-def _file_spec(f: Union[PathLike, Mapping[str, Any]]) -> Dict[str, Any]:
-    if not isinstance(f, Mapping):
-        return {"path": os.path.abspath(os.fspath(f))}
-    spec: Dict[str, Any] = {}
-    for k, v in f.items():
-        if v is None:
-            continue
-        key = _camel(k)
-        if key == "path":
-            v = os.path.abspath(os.fspath(v))
-        elif key == "content" and isinstance(v, (bytes, bytearray, memoryview)):
-            key, v = "contentBase64", base64.b64encode(bytes(v)).decode("ascii")
-        spec[key] = v
-    return spec
+    @base_url.setter
+    def base_url(self, value: Optional[str]) -> None:
+        self.defaults.base_url = value

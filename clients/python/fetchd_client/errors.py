@@ -7,12 +7,16 @@ protocol's error table); problems on this side of the socket are :class:`Connect
 
 An HTTP status is never an exception: a 404 comes back as a normal result.
 """
-from typing import Any, Dict, Optional, Type
+from typing import TYPE_CHECKING, Any, Dict, Optional, Type
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Response
 
 __all__ = [
-    "FetchdError", "ConnectError", "UntrustedPeer", "ConnectionClosed", "Timeout", "RPCError",
-    "ParseError", "InvalidRequest", "MethodNotFound", "InvalidParams", "InternalError",
-    "TransportError", "Cancelled", "FileError", "NotAllowed", "Overloaded", "MessageTooLarge",
+    "FetchdError", "DaemonUnreachable", "ConnectError", "UntrustedPeer", "ConnectionClosed",
+    "Timeout", "RPCError", "ParseError", "InvalidRequest", "MethodNotFound", "InvalidParams",
+    "InternalError", "TransportError", "ServerUnreachable", "RequestTimeout", "TooManyRedirects",
+    "Cancelled", "FileError", "NotAllowed", "Overloaded", "MessageTooLarge", "HTTPStatusError",
     "error_from_answer",
 ]
 
@@ -41,16 +45,24 @@ class FetchdError(Exception):
         return f"{s}: {detail}" if isinstance(detail, str) and detail not in self.message else s
 
 
-class ConnectError(FetchdError):
-    """The daemon's socket could not be reached (no daemon, wrong path, permission).
-    ``socket_path`` is the path tried. fetchctl exits with 3 in this case."""
+class DaemonUnreachable(FetchdError, ConnectionError):
+    """The fetchd daemon's socket could not be reached (no daemon, wrong path, permission).
+    ``socket_path`` is the path tried. fetchctl exits with 3 in this case. This is about the
+    daemon, not the HTTP server: a server that cannot be reached is :class:`ServerUnreachable`.
+    Also a builtin ``ConnectionError``."""
 
     def __init__(self, message: str, socket_path: str):
         super().__init__(message)
         self.socket_path = socket_path
 
 
-class UntrustedPeer(ConnectError):
+#: The old name of :class:`DaemonUnreachable`, kept so that existing code keeps working.
+#: (In httpx, ``ConnectError`` means the *server* is unreachable; here that is
+#: :class:`ServerUnreachable`.)
+ConnectError = DaemonUnreachable
+
+
+class UntrustedPeer(DaemonUnreachable):
     """The socket is served by a process of another user: its uid (``peer_uid``, from
     SO_PEERCRED, with ``peer_pid``) is neither this process's uid nor root's. Nothing was sent
     on the connection; it is closed. Someone else may have taken the socket path first (see
@@ -138,6 +150,22 @@ class TransportError(RPCError):
         return self._d("attempts")
 
 
+class ServerUnreachable(TransportError, ConnectionError):
+    """-32001 with ``kind`` ``dns``, ``connect`` or ``proxy``: the HTTP server (or its proxy)
+    could not be reached after all attempts. A builtin ``ConnectionError`` too (httpx's
+    ``ConnectError``, requests' ``ConnectionError``)."""
+
+
+class RequestTimeout(TransportError, TimeoutError):
+    """-32001 with ``kind`` ``timeout``: the HTTP request took longer than its ``timeout``
+    (per attempt) or ``maxTime`` (whole job). A builtin ``TimeoutError`` (httpx's
+    ``TimeoutException``, requests' ``Timeout``)."""
+
+
+class TooManyRedirects(TransportError):
+    """-32001 with ``kind`` ``tooManyRedirects``: more than ``max_redirects`` redirects."""
+
+
 class Cancelled(RPCError):
     """-32002: the job was cancelled. ``by`` is ``"cancel"``, ``"disconnect"`` or ``"shutdown"``
     (fetchctl exit code 5)."""
@@ -153,8 +181,14 @@ class Cancelled(RPCError):
 
 
 class FileError(RPCError):
-    """-32003: a local file could not be read or written (``path``, ``detail``)."""
+    """-32003: a local file could not be read or written (``path``, ``detail``).
+    ``str(e)`` always names the path."""
     code = -32003
+
+    def __str__(self) -> str:
+        s = super().__str__()
+        path = self.path
+        return f"{s} ({path})" if path and path not in s else s
 
     @property
     def path(self) -> Optional[str]:
@@ -192,6 +226,25 @@ class MessageTooLarge(RPCError):
         return self._d("limit")
 
 
+class HTTPStatusError(FetchdError):
+    """Raised by :meth:`Response.raise_for_status` for a 4xx or 5xx answer (the daemon never
+    raises for a status by itself). ``response`` is the Response, ``status_code`` its status."""
+
+    def __init__(self, message: str, response: "Response"):
+        super().__init__(message)
+        self.response = response
+
+    @property
+    def status_code(self) -> int:
+        return self.response.status_code
+
+
+#: TransportError subclasses by ``data.kind``.
+_BY_KIND: Dict[str, Type[TransportError]] = {
+    "dns": ServerUnreachable, "connect": ServerUnreachable, "proxy": ServerUnreachable,
+    "timeout": RequestTimeout, "tooManyRedirects": TooManyRedirects,
+}
+
 _BY_CODE: Dict[int, Type[RPCError]] = {
     cls.code: cls for cls in (ParseError, InvalidRequest, MethodNotFound, InvalidParams,
                               InternalError, TransportError, Cancelled, FileError, NotAllowed,
@@ -205,5 +258,8 @@ def error_from_answer(error: Any) -> RPCError:
         return RPCError(f"malformed error object: {error!r}", code=-32603, data=error)
     code = error.get("code")
     cls = _BY_CODE.get(code, RPCError) if isinstance(code, int) else RPCError
+    data = error.get("data")
+    if cls is TransportError and isinstance(data, dict) and isinstance(data.get("kind"), str):
+        cls = _BY_KIND.get(data["kind"], TransportError)
     message = error.get("message")
     return cls(message if isinstance(message, str) else "error", code=code, data=error.get("data"))

@@ -12,19 +12,19 @@ fetchd_client.testing.offline_daemon); mark a test ``@pytest.mark.fetchd_stubs("
 to start it with ``--stubs``. ``FETCHD_SOCKET`` points at it during the test, so code that
 makes its own Client() finds it.
 """
-import os
+from typing import Any, Iterator
 
 import pytest
 
 from .testing import offline_daemon
 
 
-def pytest_configure(config):
+def pytest_configure(config: Any) -> None:
     config.addinivalue_line("markers", "fetchd_stubs(path): start fetchd_offline with --stubs PATH")
 
 
 @pytest.fixture
-def fetchd_offline(request, monkeypatch):
+def fetchd_offline(request: Any, monkeypatch: Any) -> Iterator[Any]:
     marker = request.node.get_closest_marker("fetchd_stubs")
     stubs = marker.args[0] if marker and marker.args else None
     with offline_daemon(stubs) as client:
