@@ -60,6 +60,8 @@ def run(binary, load, url, n, tmp, tag):
 
 
 def main():
+    # FETCHD_CALLGRIND_KEEP=DIR keeps the callgrind files (for callgrind_annotate) in DIR.
+    keep = os.environ.get("FETCHD_CALLGRIND_KEEP")
     bins = sys.argv[1:] or [os.path.join(REPO, ".build", "release", "fetchd")]
     tmp = tempfile.mkdtemp(prefix="fetchd-callgrind-")
     try:
@@ -81,6 +83,9 @@ def main():
             print(f"{binary}: {per / 1000:.1f}k instructions per small GET (c=16), engine thread {engine / 1000:.1f}k")
         server.stop()
     finally:
+        if keep:
+            shutil.rmtree(keep, ignore_errors=True)
+            shutil.copytree(tmp, keep)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -204,6 +204,17 @@ class Aria2:
 
 # ---------------------------------------------------------------- the run
 
+def latencies(r):
+    """The per-request latency fields a C load client printed (at c=1), in microseconds."""
+    return {k: r[k] for k in ("p50_us", "p90_us", "p99_us", "max_us") if k in r}
+
+
+def spread(xs):
+    """min, median, max of one figure across rounds."""
+    xs = [x for x in xs if x is not None]
+    return {"min": min(xs), "median": statistics.median(xs), "max": max(xs)} if xs else None
+
+
 def arrival_stats(ts, limit, streams=1):
     """How a run of requests arrived at the server: the rate over the run, the most in any
     one-second window, and the gaps between arrivals (kernel receive stamps). `streams`
@@ -367,7 +378,7 @@ http {{
     def small_floor(self, c, n):
         out, wall, cpu = run_child([self.bin["floor"], self.small, str(n), str(c)], 120)
         r = json.loads(out)
-        return {"n": n, "seconds": r["seconds"], "cpu": cpu}
+        return dict({"n": n, "seconds": r["seconds"], "cpu": cpu}, **latencies(r))
 
     def small_fetchd(self, c, n):
         procs, inflight = (1, 1) if c == 1 else (4, c // 4)
@@ -377,8 +388,8 @@ http {{
         out, wall, _ = run_child([self.bin["fetchd_load"], self.sock, self.small, str(n), str(procs), str(inflight)], 120)
         cpu = cpu_seconds(pid) - cpu0
         r = json.loads(out)
-        return {"n": n, "seconds": r["seconds"], "cpu": cpu, "peak_rss_kib": mem_kib(pid)["VmHWM"],
-                "clients": f"{procs} x {inflight}"}
+        return dict({"n": n, "seconds": r["seconds"], "cpu": cpu, "peak_rss_kib": mem_kib(pid)["VmHWM"],
+                     "clients": f"{procs} x {inflight}"}, **latencies(r))
 
     def small_curl_parallel(self, c, n):
         cfg = os.path.join(self.tmp, f"urls-{n}.cfg")
@@ -460,8 +471,8 @@ http {{
         return {"n": n, "seconds": r["seconds"], "cpu": cpu, "peak_rss_kib": mem_kib(pid)["VmHWM"]}
 
     # -- large transfers
-    def dl_fetchd(self, fsync=True):
-        dest = os.path.join(self.disk, "dl-fetchd.bin")
+    def dl_fetchd(self, fsync=True, where=None):
+        dest = os.path.join(where or self.disk, "dl-fetchd.bin")
         pid = self.fetchd.pid
         reset_peak_rss(pid)
         cpu0, t0 = cpu_seconds(pid), time.monotonic()
@@ -480,8 +491,47 @@ http {{
         # Like for like with curl -o, which does not fsync either.
         return self.dl_fetchd(fsync=False)
 
-    def dl_curl(self):
-        dest = os.path.join(self.disk, "dl-curl.bin")
+    def dl_fetchd_tmpfs(self):
+        return self.dl_fetchd(fsync=False, where=self.shm)
+
+    def dl_curl_tmpfs(self):
+        return self.dl_curl(where=self.shm)
+
+    def mixed(self, n):
+        """Issue 23's fairness row: small GETs at c=1 (their latency distribution) while four
+        1 GiB downloads run through the same daemon (fsync false, to tmpfs)."""
+        import threading
+        errors = []
+
+        def download(i):
+            dest = os.path.join(self.shm, f"mixed-{i}.bin")
+            try:
+                r = rpc(self.sock, "download", {"url": self.base + "/big.bin", "path": dest, "overwrite": True,
+                                                "fsync": False}, timeout=300)
+                if r.get("status") != 200:
+                    errors.append(f"download {i}: status {r.get('status')}")
+            except Exception as e:  # noqa: BLE001 -- reported below
+                errors.append(f"download {i}: {e}")
+        threads = [threading.Thread(target=download, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)    # the four are under way
+        out, wall, _ = run_child([self.bin["fetchd_load"], self.sock, self.small, str(n), "1", "1"], 120)
+        still = sum(t.is_alive() for t in threads)
+        for t in threads:
+            t.join(300)
+        for i in range(4):
+            try:
+                os.unlink(os.path.join(self.shm, f"mixed-{i}.bin"))
+            except FileNotFoundError:
+                pass
+        if errors:
+            raise RuntimeError("; ".join(errors))
+        r = json.loads(out)
+        return dict({"n": n, "seconds": r["seconds"], "downloads_running_at_end": still}, **latencies(r))
+
+    def dl_curl(self, where=None):
+        dest = os.path.join(where or self.disk, "dl-curl.bin")
         out, wall, cpu = run_child(["curl", "-s", "-f", "-o", dest, self.base + "/big.bin"], 300)
         size = os.path.getsize(dest)
         os.unlink(dest)
@@ -614,6 +664,8 @@ def summarize(b):
             _, tool, c = k
             s[f"small.{tool}.c{c}"] = {
                 "req_per_s": med([r["n"] / r["seconds"] for r in rounds]),
+                "req_per_s_spread": spread([r["n"] / r["seconds"] for r in rounds]),
+                **{f"{k}": spread([r.get(k) for r in rounds]) for k in ("p50_us", "p99_us") if k in rounds[0]},
                 "cpu_us_per_req": med([1e6 * r["cpu"] / r["n"] for r in rounds]),
                 "n": rounds[0]["n"], "rounds": len(rounds),
                 "peak_rss_kib": max((r.get("peak_rss_kib", 0) for r in rounds), default=None) or None,
@@ -622,11 +674,13 @@ def summarize(b):
             _, tool = k
             s[f"{k[0]}.{tool}"] = {
                 "mb_per_s": med([r["bytes"] / MB / r["seconds"] for r in rounds]),
+                "mb_per_s_spread": spread([r["bytes"] / MB / r["seconds"] for r in rounds]),
                 "cpu_s": med([r["cpu"] for r in rounds]), "rounds": len(rounds),
                 "peak_rss_kib": max((r.get("peak_rss_kib", 0) for r in rounds), default=None) or None,
             }
         elif k[0] == "ping":
             s[f"ping.{k[1]}"] = {"p50_us": med([r["p50_us"] for r in rounds]),
+                                 "p50_us_spread": spread([r["p50_us"] for r in rounds]),
                                  "p99_us": med([r["p99_us"] for r in rounds]),
                                  "count": rounds[0]["count"], "rounds": len(rounds),
                                  "cpu_us_per_ping": med([1e6 * r["cpu"] / r["count"] for r in rounds])
@@ -644,6 +698,12 @@ def summarize(b):
                                  "gap_min_ms": min(r["gap_min_ms"] for r in rounds if r["gap_min_ms"] is not None)}
         elif k[0] == "idle":
             s[f"idle.{k[1]}"] = rounds[-1]
+        elif k[0] == "mixed":
+            s["mixed.fetchd"] = {"p50_us": spread([r["p50_us"] for r in rounds]),
+                                 "p99_us": spread([r["p99_us"] for r in rounds]),
+                                 "max_us": spread([r["max_us"] for r in rounds]),
+                                 "n": rounds[0]["n"], "rounds": len(rounds),
+                                 "downloads_running_at_end": min(r["downloads_running_at_end"] for r in rounds)}
     return s
 
 
@@ -653,29 +713,34 @@ def goals(s):
     def add(name, value, target, met, detail):
         g.append({"goal": name, "value": value, "target": target, "met": bool(met), "detail": detail})
 
-    f64, fl64 = (s.get(f"small.{t}.c64", {}).get("req_per_s") for t in ("fetchd", "floor"))
-    # Against aria2 at its fastest of the two ways of driving it (the stricter comparison).
-    a64 = max((s.get(f"small.{t}.c64", {}).get("req_per_s") or 0 for t in ("aria2", "aria2_ws")), default=0) or None
+    f64, fl64, cp64 = (s.get(f"small.{t}.c64", {}).get("req_per_s") for t in ("fetchd", "floor", "curl_parallel"))
     if f64 and fl64:
         r = f64 / fl64
         add("small GETs c=64 vs libcurl floor", f"{r:.2f}x", ">= 0.5x", r >= 0.5, f"{f64:,.0f} vs {fl64:,.0f} req/s")
-    if f64 and a64:
-        r = f64 / a64
-        add("small GETs c=64 vs aria2", f"{r:.1f}x", ">= 20x", r >= 20,
-            f"{f64:,.0f} vs {a64:,.0f} req/s (aria2 the faster way it was driven)")
-    f1, fl1 = s.get("small.fetchd.c1", {}).get("req_per_s"), s.get("small.floor.c1", {}).get("req_per_s")
-    if f1 and fl1:
-        added = 1e6 / f1 - 1e6 / fl1
-        add("small GETs c=1 added latency over the floor", f"{added:.0f} us", "< 60 us", added < 60,
-            f"{1e6 / f1:.0f} vs {1e6 / fl1:.0f} us/request")
-    for kind in ("download", "upload"):
-        # Downloads compare like for like: fetchd without fsync against curl -o (no fsync);
-        # the durable default is in the table as its own row.
-        mine = "fetchd_nofsync" if kind == "download" else "fetchd"
-        fd, cu = s.get(f"{kind}.{mine}", {}).get("mb_per_s"), s.get(f"{kind}.curl", {}).get("mb_per_s")
+    if f64 and cp64:
+        r = f64 / cp64
+        add("small GETs c=64 vs curl --parallel", f"{r:.2f}x", ">= 1.0x", r >= 1.0, f"{f64:,.0f} vs {cp64:,.0f} req/s")
+    # c=1: the latency distribution from per-request timestamps in the C clients (medians of
+    # the rounds' p50 and p99), fetchd's minus the floor's.
+    f1, fl1 = s.get("small.fetchd.c1", {}), s.get("small.floor.c1", {})
+    for q, target in (("p50_us", 60), ("p99_us", 250)):
+        if f1.get(q) and fl1.get(q):
+            added = f1[q]["median"] - fl1[q]["median"]
+            add(f"small GETs c=1 {q[:3]} added over the floor", f"{added:.0f} us", f"< {target} us", added < target,
+                f"{f1[q]['median']:.0f} vs {fl1[q]['median']:.0f} us")
+    m = s.get("mixed.fetchd")
+    if m:
+        p99 = m["p99_us"]["median"]
+        add("small GETs c=1 p99 during four 1 GiB downloads", f"{p99 / 1000:.2f} ms", "< 2 ms", p99 < 2000,
+            f"p50 {m['p50_us']['median']:.0f} us, max {m['max_us']['median'] / 1000:.1f} ms; "
+            f"{m['rounds']} rounds p99 {m['p99_us']['min'] / 1000:.2f}-{m['p99_us']['max'] / 1000:.2f} ms")
+    for kind, mine, theirs, label in (
+            ("download", "fetchd_nofsync", "curl", "1 GiB download vs curl -o, disk (both without fsync)"),
+            ("download", "fetchd_tmpfs", "curl_tmpfs", "1 GiB download vs curl -o, tmpfs"),
+            ("upload", "fetchd", "curl", "256 MiB multipart upload vs curl -F")):
+        fd, cu = s.get(f"{kind}.{mine}", {}).get("mb_per_s"), s.get(f"{kind}.{theirs}", {}).get("mb_per_s")
         if fd and cu:
             r = fd / cu
-            label = "1 GiB download vs curl -o (both without fsync)" if kind == "download" else "256 MiB multipart upload vs curl -F"
             add(label, f"{r:.2f}x", ">= 1.0x", r >= 1.0, f"{fd:,.0f} vs {cu:,.0f} MB/s")
     pf, pe = s.get("ping.fetchd", {}).get("p50_us"), s.get("ping.echo", {}).get("p50_us")
     if pf and pe:
@@ -711,26 +776,41 @@ def print_table(s, g, meta):
             ratio = f"{fd / e['req_per_s']:.2f}x" if fd and key != "fetchd" else ""
             rss = f"{e['peak_rss_kib'] / 1024:.1f}" if e.get("peak_rss_kib") else ""
             n = f"n={e['n']}" + (" (scaled)" if e["n"] != meta["n_small"] else "")
+            sp = e.get("req_per_s_spread")
             rows.append((f"small GET c={c}", label[key], f"{e['req_per_s']:,.0f} req/s",
+                         f"{sp['min']:,.0f}-{sp['max']:,.0f}" if sp else "",
                          f"{e['cpu_us_per_req']:,.1f}", rss, ratio, n))
-    for kind, tools in (("download", ("fetchd", "fetchd_nofsync", "curl")), ("upload", ("fetchd", "curl"))):
-        fd = s.get(f"{kind}.fetchd_nofsync" if kind == "download" else f"{kind}.fetchd", {}).get("mb_per_s")
+            if e.get("p50_us"):
+                p50, p99 = e["p50_us"], e["p99_us"]
+                rows.append((f"  latency c={c}", label[key], f"p50 {p50['median']:.0f} us  p99 {p99['median']:.0f} us",
+                             f"p50 {p50['min']:.0f}-{p50['max']:.0f}, p99 {p99['min']:.0f}-{p99['max']:.0f}",
+                             "", "", "", "per-request timestamps in the C client"))
+    disk_fs = meta.get("disk_dir_fs", "disk")
+    for kind, scenario, tools, mine in (
+            ("download", f"1 GiB download, {disk_fs}", ("fetchd", "fetchd_nofsync", "curl"), "fetchd_nofsync"),
+            ("download", "1 GiB download, tmpfs", ("fetchd_tmpfs", "curl_tmpfs"), "fetchd_tmpfs"),
+            ("upload", "256 MiB upload", ("fetchd", "curl"), "fetchd")):
+        fd = s.get(f"{kind}.{mine}", {}).get("mb_per_s")
         for t in tools:
             e = s.get(f"{kind}.{t}")
             if not e:
                 continue
             name = {"download": {"fetchd": "fetchd download (fsync, default)",
-                                 "fetchd_nofsync": "fetchd download (fsync: false)", "curl": "curl -o"},
+                                 "fetchd_nofsync": "fetchd download (fsync: false)", "curl": "curl -o",
+                                 "fetchd_tmpfs": "fetchd download (fsync: false)", "curl_tmpfs": "curl -o"},
                     "upload": {"fetchd": "fetchd upload (files: path)", "curl": "curl -F"}}[kind][t]
             rss = f"{e['peak_rss_kib'] / 1024:.1f}" if e.get("peak_rss_kib") else ""
-            rows.append(("1 GiB download" if kind == "download" else "256 MiB upload", name,
-                         f"{e['mb_per_s']:,.0f} MB/s", f"{e['cpu_s']:.2f} s total", rss,
+            sp = e.get("mb_per_s_spread")
+            rows.append((scenario, name, f"{e['mb_per_s']:,.0f} MB/s", f"{sp['min']:,.0f}-{sp['max']:,.0f}" if sp else "",
+                         f"{e['cpu_s']:.2f} s total", rss,
                          f"{fd / e['mb_per_s']:.2f}x" if fd and not t.startswith("fetchd") else "", ""))
     pf = s.get("ping.fetchd")
     for t, name in (("fetchd", "fetchd"), ("echo", "C echo server")):
         e = s.get(f"ping.{t}")
         if e:
+            sp = e.get("p50_us_spread")
             rows.append(("ping, 1 in flight", name, f"p50 {e['p50_us']:.1f} us  p99 {e['p99_us']:.1f} us",
+                         f"p50 {sp['min']:.1f}-{sp['max']:.1f}" if sp else "",
                          f"{e['cpu_us_per_ping']:.1f}" if e.get("cpu_us_per_ping") else "",
                          f"{e['peak_rss_kib'] / 1024:.1f}" if e.get("peak_rss_kib") else "",
                          f"{pf['p50_us'] / e['p50_us']:.2f}x (p50)" if pf and t != "fetchd" else "",
@@ -740,19 +820,26 @@ def print_table(s, g, meta):
             e = s.get(f"rate.{key}.{rate}")
             if e and e["req_per_s"]:
                 rows.append((f"limit {rate:,}/s, {e['processes']} procs", name(rate),
-                             f"{e['req_per_s']:,.1f} req/s, max {e['max_in_1s']} in 1 s", "", "", "",
+                             f"{e['req_per_s']:,.1f} req/s, max {e['max_in_1s']} in 1 s",
+                             f"{e['req_per_s_min']:,.1f}-{e['req_per_s_max']:,.1f}", "", "", "",
                              f"{e['req_per_s'] / rate:.3f}x the limit ({e['req_per_s_min'] / rate:.3f}-"
                              f"{e['req_per_s_max'] / rate:.3f}), n={e['n']}"))
     for which in ("fresh", "after_load"):
         e = s.get(f"idle.{which}")
         if e:
             rows.append((f"idle 5 s ({which.replace('_', ' ')})", "fetchd",
-                         f"{e['cpu_percent']:.1f}% CPU, {e['wakeups_per_s']:.1f} wake-ups/s", "",
+                         f"{e['cpu_percent']:.1f}% CPU, {e['wakeups_per_s']:.1f} wake-ups/s", "1 round", "",
                          f"{e['rss_kib'] / 1024:.1f} (now)", "", ""))
-    head = ("scenario", "tool", "median", "CPU us/req", "peak RSS MB", "fetchd vs it", "")
+    m = s.get("mixed.fetchd")
+    if m:
+        rows.append(("c=1 GETs + 4 x 1 GiB downloads", "fetchd (C client on the socket)",
+                     f"p50 {m['p50_us']['median']:.0f} us  p99 {m['p99_us']['median']:.0f} us",
+                     f"p99 {m['p99_us']['min']:.0f}-{m['p99_us']['max']:.0f}", "", "", "",
+                     f"max {m['max_us']['median'] / 1000:.1f} ms, n={m['n']}, {m['rounds']} rounds"))
+    head = ("scenario", "tool", "median", "min-max", "CPU us/req", "peak RSS MB", "fetchd vs it", "")
     print_rows(head, rows)
     print()
-    print_rows(("goal (issues 9, 26)", "value", "target", "status", "detail"),
+    print_rows(("goal (issues 23, 26)", "value", "target", "status", "detail"),
                [(x["goal"], x["value"], x["target"], "met" if x["met"] else "NOT MET", x["detail"]) for x in g])
 
 
@@ -877,12 +964,14 @@ def main():
 
             large = [(("download", "fetchd"), b.dl_fetchd), (("download", "fetchd_nofsync"), b.dl_fetchd_nofsync),
                      (("download", "curl"), b.dl_curl),
+                     (("download", "fetchd_tmpfs"), b.dl_fetchd_tmpfs), (("download", "curl_tmpfs"), b.dl_curl_tmpfs),
                      (("upload", "fetchd"), b.ul_fetchd), (("upload", "curl"), b.ul_curl)]
             b.dl_curl(), b.dl_fetchd(), b.ul_curl()   # warm-up: the 1 GiB file and the upload file into the page cache
             for rnd in range(args.large_rounds):
-                order = large if rnd % 2 == 0 else [large[2], large[1], large[0], large[4], large[3]]
+                order = large if rnd % 2 == 0 else large[::-1]
                 for key, fn in order:
                     b.record(key, fn)
+                b.record(("mixed", "fetchd"), b.mixed, 500 if args.quick else 2000)
                 for key, sock in ((("ping", "echo"), b.echo_sock), (("ping", "fetchd"), b.sock))[::1 if rnd % 2 == 0 else -1]:
                     b.record(key, b.ping, sock, args.pings)
                 print(f"downloads, uploads, pings: round {rnd + 1}/{args.large_rounds} done", flush=True)

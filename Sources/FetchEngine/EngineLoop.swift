@@ -34,6 +34,7 @@ final class EngineLoop: @unchecked Sendable {
     private var handlePool: [UnsafeMutableRawPointer] = []
     private var stopping = false
     private let jars = CookieJars()
+    private let turns = FairTurns()
 
     init(settings: EngineSettings) {
         _ = engineGlobalInit
@@ -62,14 +63,19 @@ final class EngineLoop: @unchecked Sendable {
         while !stopping || !active.isEmpty {
             drainCommands()
             if stopping && active.isEmpty { break }
+            // The transfers that used up the last turn's share go on in this one.
+            for id in turns.nextTurn() {
+                if let easy = active[id]?.easy { fetchd_easy_unpause(easy) }
+            }
             curl_multi_perform(multi, &running)
             collectFinished()
             // Sleeps until a socket is ready, a curl timer is due, or submit() wakes it.
             // Idle, nothing to time: sleep long (libcurl shortens it when it has timers).
-            let timeout: Int32 = active.isEmpty ? 60_000 : 1000
+            // A transfer waiting for its next turn: only a look at the sockets, no sleep.
+            let timeout: Int32 = turns.hasYielded ? 0 : active.isEmpty ? 60_000 : 1000
             if let watched {
                 var extra = curl_waitfd(fd: watched.fd, events: Int16(CURL_WAIT_POLLIN), revents: 0)
-                if !spinUntilReady(&extra) { curl_multi_poll(multi, &extra, 1, timeout, nil) }
+                if turns.hasYielded || !spinUntilReady(&extra) { curl_multi_poll(multi, &extra, 1, timeout, nil) }
                 if extra.revents & Int16(CURL_WAIT_POLLIN) != 0 { watched.onReadable() }
             } else {
                 curl_multi_poll(multi, nil, 0, timeout, nil)
@@ -146,6 +152,7 @@ final class EngineLoop: @unchecked Sendable {
         if transfer.downloadSink != nil || transfer.request.bodyBudget != nil {
             transfer.resumeAfterPause = { [weak self] in self?.submit(.unpause(id)) }
         }
+        transfer.turns = turns
         transfer.configure(easy, settings: settings)
         jars.attach(easy, jar: transfer.request.cookieJar)
         active[transfer.id] = transfer

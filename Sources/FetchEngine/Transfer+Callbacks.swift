@@ -14,6 +14,10 @@ let transferWriteCallback: fetchd_data_cb = { data, size, count, user in
     let t = transfer(user)
     let length = size * count
     guard let data, length > 0 else { return 0 }
+    // This turn's share used up: the rest waits for the next turn of the loop (FairTurns).
+    if let turns = t.turns, !turns.mayTake(length, turnSeen: &t.turnSeen, turnBytes: &t.turnBytes, id: t.id) {
+        return fetchd_writefunc_pause()
+    }
     if let sink = t.downloadSink {
         let bytes = UnsafeRawBufferPointer(start: data, count: length)
         switch sink.write(bytes, status: t.currentStatus, headers: t.responseHeaders, errorBody: &t.body,

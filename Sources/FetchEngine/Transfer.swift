@@ -42,6 +42,10 @@ final class Transfer: @unchecked Sendable {
     let recorder: ExchangeRecorder?
     /// Unpauses the transfer on the engine thread (a download paused while its hash caught up).
     var resumeAfterPause: @Sendable () -> Void = {}
+    /// The engine's turns (`FairTurns`), and this transfer's body bytes in the current one.
+    var turns: FairTurns?
+    var turnSeen: UInt64 = 0
+    var turnBytes = 0
     var lastProgressNanos: UInt64 = 0
     var lastProgress: TransferProgress?
     private var finished = false

@@ -78,7 +78,11 @@ public enum JSONCodec {
         case .integer(let i): writeInteger(i, to: &out)
         case .double(let d):
             // JSON has no NaN or infinity.
-            if d.isFinite { out.append(d.description) } else { out.append("null") }
+            if !d.isFinite {
+                out.append("null")
+            } else if !writeMilliDecimal(d, to: &out) {
+                out.append(d.description)
+            }
         case .string(let s): writeString(s, to: &out)
         case .array(let items):
             out.append(UInt8(ascii: "["))
@@ -176,6 +180,44 @@ public enum JSONCodec {
             index += 1
         }
         return count
+    }
+
+    /// A double that is a whole number of thousandths below 10^9 (timings, elapsedMs), written
+    /// without a String: the same text as `description` (the shortest that reads back as the
+    /// same double, "5.0" for a whole number), since such a double is the nearest one to that
+    /// decimal and no shorter decimal is. False for any other double.
+    private static func writeMilliDecimal(_ d: Double, to out: inout ByteSink) -> Bool {
+        guard d.magnitude < 1e9 else { return false }
+        let scaled = (d * 1000).rounded()
+        let thousandths = Int64(scaled)
+        guard Double(thousandths) / 1000 == d, d != 0 || d.sign == .plus else { return false }
+        var whole = thousandths / 1000
+        var fraction = thousandths % 1000
+        if thousandths < 0 {
+            out.append(UInt8(ascii: "-"))
+            whole = -whole
+            fraction = -fraction
+        }
+        writeInteger(whole, to: &out)
+        out.append(UInt8(ascii: "."))
+        if fraction == 0 {
+            out.append(UInt8(ascii: "0"))
+            return true
+        }
+        var digits = 3
+        while fraction % 10 == 0 {
+            fraction /= 10
+            digits -= 1
+        }
+        out.reserve(3)
+        var p = out.end + digits
+        out.setEnd(p)
+        for _ in 0..<digits {
+            p -= 1
+            p.pointee = UInt8(ascii: "0") + UInt8(fraction % 10)
+            fraction /= 10
+        }
+        return true
     }
 
     /// Decimal digits straight into the output, without a String.

@@ -11,6 +11,11 @@ public struct ParamReader {
     /// request's params), any further ones in an array.
     private var readMask: UInt64 = 0
     private var readBeyond: [Bool] = []
+    /// The byte lengths of the members' keys, one bit each (63: 63 or longer). Most fields a
+    /// reader asks for are absent; a length no member has answers without comparing strings.
+    private let keyLengths: UInt64
+
+    private static func lengthBit(_ key: String) -> UInt64 { 1 << UInt64(min(key.utf8.count, 63)) }
 
     public init(_ params: JSONValue?, path: String = "") throws(RPCError) {
         self.path = path
@@ -21,7 +26,19 @@ public struct ParamReader {
             let where_ = path.isEmpty ? "params" : path
             throw RPCError.invalidParams(field: where_, "expected an object, got \(other.typeName)")
         }
+        var lengths: UInt64 = 0
+        for member in object.members { lengths |= Self.lengthBit(member.key) }
+        keyLengths = lengths
     }
+
+    /// Where the member with this key is, if there is one.
+    private func index(of key: String) -> Int? {
+        guard keyLengths & Self.lengthBit(key) != 0 else { return nil }
+        return object.index(forKey: key)
+    }
+
+    /// Whether the field is there at all, null included (nothing is marked as read).
+    public func isPresent(_ key: String) -> Bool { index(of: key) != nil }
 
     public func field(_ key: String) -> String {
         if path.isEmpty { return key }
@@ -29,13 +46,13 @@ public struct ParamReader {
     }
 
     public func contains(_ key: String) -> Bool {
-        if let value = object[key], !value.isNull { return true }
+        if let index = index(of: key), !object.members[index].value.isNull { return true }
         return false
     }
 
     /// The raw value of a field (nil when absent); marks it as read.
     public mutating func value(_ key: String) -> JSONValue? {
-        guard let index = object.index(forKey: key) else { return nil }
+        guard let index = index(of: key) else { return nil }
         if index < 64 {
             readMask |= 1 << UInt64(index)
         } else {

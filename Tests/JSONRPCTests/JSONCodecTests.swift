@@ -180,3 +180,21 @@ final class JSONCodecTests: XCTestCase {
         XCTAssertEqual(object["a"], .integer(3))
     }
 }
+
+/// Doubles written without a String (whole thousandths) read exactly as `description` has them.
+final class JSONDoubleTextTests: XCTestCase {
+    func testThousandthsMatchDescription() {
+        var generator = SystemRandomNumberGenerator()
+        var values: [Double] = [0, 1, -1, 0.5, 0.001, -0.001, 0.12, 1.0e8, 999_999_999.999, 0.1 + 0.2, 1e9, 1e-7,
+                                -0.0, 123.456, 0.01, 5.25, Double.pi, 1.0 / 3.0, 2.5e-3]
+        for _ in 0..<20_000 {
+            let k = Int64.random(in: -2_000_000_000_000...2_000_000_000_000, using: &generator)
+            values.append(Double(k) / 1000)
+            values.append(Double(k) / 100)
+            values.append(Double.random(in: -1e10...1e10, using: &generator))
+        }
+        for value in values {
+            XCTAssertEqual(JSONCodec.encodeString(.double(value)), value.description, "\(value)")
+        }
+    }
+}

@@ -100,7 +100,7 @@ struct RequestModel: Sendable {
         }
 
         // `json` may be null itself (a JSON body of `null`); the others count when not null.
-        let given = Self.bodyFields.filter { $0 == "json" ? params.object[$0] != nil : params.contains($0) }
+        let given = Self.bodyFields.filter { $0 == "json" ? params.isPresent($0) : params.contains($0) }
         if !allowsBody, let first = given.first {
             throw RPCError.invalidParams(field: params.field(first), "not accepted here: the body is made of `files` and `fields`")
         }

@@ -128,7 +128,7 @@ struct StubParams: Sendable {
                 }
             }
         }
-        let bodies = ["body", "bodyBase64", "json", "bodyFile"].filter { $0 == "json" ? reader.object[$0] != nil : reader.contains($0) }
+        let bodies = ["body", "bodyBase64", "json", "bodyFile"].filter { $0 == "json" ? reader.isPresent($0) : reader.contains($0) }
         if bodies.count > 1 {
             throw RPCError.invalidParams(field: reader.field(bodies[1]), "only one of body, bodyBase64, json, bodyFile may be given")
         }
