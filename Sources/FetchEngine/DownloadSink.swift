@@ -90,8 +90,9 @@ final class DownloadSink: @unchecked Sendable {
         }
     }
 
-    /// `hashQueue` is for tests, which hold it to make the hash fall behind; so is
-    /// `descriptor` (a device that refuses writes, which the part file's open refuses).
+    /// `hashQueue`: the download's own serial queue for its hash (the engine's targets one
+    /// queue shared by every download; tests hold one to make the hash fall behind). So is
+    /// `descriptor` for tests (a device that refuses writes, which the part file's open refuses).
     init(target: DownloadTarget, hashQueue: DispatchQueue? = nil, descriptor: Int32? = nil) throws(TransferFileError) {
         self.target = target
         if let descriptor { fd = descriptor } else { fd = try LocalFile.openForWriting(target.partPath) }
