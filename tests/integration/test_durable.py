@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import sys
 import tempfile
 import threading
@@ -139,8 +140,43 @@ class DurableCase(unittest.TestCase):
         self.daemons.append(d)
         return d
 
-    def jobs_dir(self):
-        return os.path.join(self.state, "jobs")
+    def store_path(self):
+        return os.path.join(self.state, "jobs.db")
+
+    def rows(self):
+        """The store's jobs, {jobId: {"method", "params", "restarts", "sessionUrl"}}, read-only
+        (beside a running daemon: a WAL reader does not block it)."""
+        if not os.path.exists(self.store_path()):
+            return {}
+        db = sqlite3.connect(f"file:{self.store_path()}?mode=ro", uri=True, timeout=5)
+        try:
+            if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'jobs'").fetchall():
+                return {}  # just made: its table comes in the next instant
+            return {r[0]: {"method": r[1], "params": json.loads(r[2]), "restarts": r[3], "sessionUrl": r[4]}
+                    for r in db.execute("SELECT job_id, method, params, restarts, session_url FROM jobs")}
+        finally:
+            db.close()
+
+    def set_url(self, job, change):
+        """Rewrites a stored job's URL (its daemon is dead) with change(url)."""
+        db = sqlite3.connect(self.store_path(), timeout=5)
+        try:
+            with db:
+                (text,) = db.execute("SELECT params FROM jobs WHERE job_id = ?", (job,)).fetchone()
+                params = json.loads(text)
+                params["url"] = change(params["url"])
+                db.execute("UPDATE jobs SET params = ? WHERE job_id = ?", (json.dumps(params), job))
+        finally:
+            db.close()
+
+    def store_bytes(self):
+        """Everything SQLite wrote for the store: the database, its WAL and journal."""
+        data = b""
+        for suffix in ("", "-wal", "-journal", "-shm"):
+            if os.path.exists(self.store_path() + suffix):
+                with open(self.store_path() + suffix, "rb") as f:
+                    data += f.read()
+        return data
 
     def start_stalled(self, d, job, name, size=200_000, cut=50_000):
         """A durable download from d whose first request stalls after `cut` bytes (in the part file)."""
@@ -166,16 +202,15 @@ class TestDurable(DurableCase):
         c = first.client()
         send_request(c, "download", {"url": url, "path": out, "jobId": job, "durable": True,
                                      "headers": {"Authorization": "Bearer s3cret-token", "X-Trace": "t1"}})
-        job_file = os.path.join(self.jobs_dir(), job + ".json")
-        wait_for(lambda: os.path.exists(job_file), timeout=5, message="the job file was never written")
+        wait_for(lambda: job in self.rows(), timeout=5, message="the job was never written down")
         self.assertEqual(os.stat(self.state).st_mode & 0o777, 0o700)
-        self.assertEqual(os.stat(self.jobs_dir()).st_mode & 0o777, 0o700)
-        with open(job_file) as f:
-            stored = json.load(f)
-        self.assertEqual(stored["jobId"], job)
+        self.assertEqual(os.stat(self.store_path()).st_mode & 0o777, 0o600)
+        stored = self.rows()[job]
+        self.assertEqual(stored["method"], "download")
+        self.assertEqual(stored["params"]["jobId"], job)
         self.assertEqual(stored["restarts"], 0)
         self.assertEqual(stored["params"]["headers"], {"X-Trace": "t1"}, "credentials are never stored")
-        self.assertNotIn("s3cret", json.dumps(stored))
+        self.assertNotIn(b"s3cret", self.store_bytes())
         self.assertTrue(c.call("getJob", {"jobId": job})["durable"])
         listed = [j for j in c.call("listJobs")["jobs"] if j["jobId"] == job]
         self.assertEqual([j["durable"] for j in listed], [True], listed)
@@ -206,20 +241,7 @@ class TestDurable(DurableCase):
         self.assertEqual(log[1]["range"], f"bytes={cut}-", log)
         self.assertEqual(log[1]["ifRange"], '"v1"', log)
         self.assertEqual(log[1]["status"], 206, log)
-        wait_for(lambda: not os.path.exists(job_file), timeout=5, message="the job file outlived the job")
-
-    def test_corrupt_job_file_is_moved_aside(self):
-        os.makedirs(self.jobs_dir(), mode=0o700)
-        os.chmod(self.state, 0o700)
-        bad = os.path.join(self.jobs_dir(), "broken.json")
-        with open(bad, "w") as f:
-            f.write('{"version": 1, "jobId": "broken", "meth')
-        d = self.daemon()
-        with d.client() as c:
-            self.assertEqual(c.call("ping"), "pong")
-        self.assertFalse(os.path.exists(bad))
-        self.assertTrue(os.path.exists(bad + ".corrupt"))
-        self.assertIn("broken.json is not a job", d.stderr_text())
+        wait_for(lambda: job not in self.rows(), timeout=5, message="the job's row outlived the job")
 
     def test_state_dir_with_open_mode_is_refused(self):
         os.makedirs(self.state, mode=0o755)
@@ -241,8 +263,7 @@ class TestDurable(DurableCase):
         with first.client() as c2:
             self.assertEqual(c2.call("getJob", {"jobId": job})["state"], "running")
         self.assertEqual(first.stop(signal.SIGTERM), 0)
-        self.assertTrue(os.path.exists(os.path.join(self.jobs_dir(), job + ".json")),
-                        "a durable job cancelled by the shutdown keeps its file")
+        self.assertIn(job, self.rows(), "a durable job cancelled by the shutdown stays in the store")
         second = self.daemon()
         with second.client() as c3:
             result = c3.call("attach", {"jobId": job}, timeout=30)
@@ -256,14 +277,9 @@ class TestDurable(DurableCase):
         self.start_stalled(first, job, name)
         os.kill(first.pid, signal.SIGKILL)
         first.proc.wait()
-        job_file = os.path.join(self.jobs_dir(), job + ".json")
-        with open(job_file) as f:
-            stored = json.load(f)
         # The resumed download goes to a route that sends its body slowly (and ignores the
         # Range: it starts over), so it is still running when the cancel comes.
-        stored["params"]["url"] = self.srv.test_url + "/slow-body?chunks=100&ms=100"
-        with open(job_file, "w") as f:
-            json.dump(stored, f)
+        self.set_url(job, lambda _: self.srv.test_url + "/slow-body?chunks=100&ms=100")
         second = self.daemon()
         with second.client() as c:
             attached = send_request(c, "attach", {"jobId": job})
@@ -275,7 +291,7 @@ class TestDurable(DurableCase):
             got = c.call("getJob", {"jobId": job})
         self.assertEqual(got["state"], "cancelled", got)
         self.assertEqual(got["restarts"], 1, got)
-        wait_for(lambda: not os.path.exists(job_file), timeout=5, message="a cancelled job's file stays")
+        wait_for(lambda: job not in self.rows(), timeout=5, message="a cancelled job stays in the store")
 
     def test_resumable_upload_asks_for_its_offset_after_kill_9(self):
         chunk, size = 64 << 10, 256 << 10
@@ -300,8 +316,7 @@ class TestDurable(DurableCase):
                                    "files": [{"path": src}], "resumable": {"chunkSize": chunk},
                                    "jobId": job, "durable": True})
         wait_for(lambda: info().get("holding"), timeout=10, message="the third chunk was never held")
-        with open(os.path.join(self.jobs_dir(), job + ".json")) as f:
-            self.assertTrue(json.load(f)["sessionUrl"].endswith("/resumable/session/" + sid))
+        self.assertTrue(self.rows()[job]["sessionUrl"].endswith("/resumable/session/" + sid), self.rows())
         os.kill(first.pid, signal.SIGKILL)
         first.proc.wait()
         wait_for(lambda: not info()["holding"], timeout=5)  # the server keeps the held chunk
@@ -351,7 +366,7 @@ class TestDurable(DurableCase):
             with open(out, "rb") as f:
                 self.assertEqual(f.read(), data, out)
             self.assertEqual([r["range"] for r in ranged_log(name)], [None, f"bytes={cut}-"], name)
-        wait_for(lambda: os.listdir(self.jobs_dir()) == [], timeout=5, message=f"left: {os.listdir(self.jobs_dir())}")
+        wait_for(lambda: self.rows() == {}, timeout=5, message=f"left: {self.rows()}")
 
     def test_server_without_ranges_now_starts_over(self):
         size, cut = 150_000, 50_000
@@ -360,12 +375,7 @@ class TestDurable(DurableCase):
         c, out = self.start_stalled(first, job, name, size=size, cut=cut)
         os.kill(first.pid, signal.SIGKILL)
         first.proc.wait()
-        job_file = os.path.join(self.jobs_dir(), job + ".json")
-        with open(job_file) as f:
-            stored = json.load(f)
-        stored["params"]["url"] += "&no-range=1"  # the server now ignores Range
-        with open(job_file, "w") as f:
-            json.dump(stored, f)
+        self.set_url(job, lambda url: url + "&no-range=1")  # the server now ignores Range
         second = self.daemon()
         with second.client() as c2:
             result = c2.call("attach", {"jobId": job}, timeout=30)
@@ -382,13 +392,12 @@ class TestDurable(DurableCase):
         for i in range(n):
             send_request(c, "download", {"url": f"{self.srv.test_url}/record/{hold}?ms=300", "durable": True,
                                          "jobId": f"{hold}-{i}", "path": os.path.join(self.out_dir, f"q{i}")})
-        wait_for(lambda: len(os.listdir(self.jobs_dir())) == n if os.path.isdir(self.jobs_dir()) else False,
-                 timeout=10, message="not every job was written down")
+        wait_for(lambda: len(self.rows()) == n, timeout=10, message="not every job was written down")
         os.kill(first.pid, signal.SIGKILL)
         first.proc.wait()
-        # On a loaded machine the first job may have ended (its file removed) before the kill:
+        # On a loaded machine the first job may have ended (its row removed) before the kill:
         # the jobs to resume are those still written down.
-        pending = sorted(name[:-len(".json")] for name in os.listdir(self.jobs_dir()) if name.endswith(".json"))
+        pending = sorted(self.rows())
         self.assertGreaterEqual(len(pending), n - 2, pending)
         wait_for(lambda: hits(hold)["inFlight"] == 0, timeout=5)
         before = hits(hold)["count"]
