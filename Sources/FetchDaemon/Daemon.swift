@@ -81,7 +81,8 @@ public final class Daemon: Sendable {
                 throw StartupError("--stubs \(file): \(field)\(refused.data?["detail"]?.stringValue ?? refused.message)")
             }
         }
-        let durable = DurableStore(directory: options.stateDirectory(environment: environment), log: log)
+        let durable = DurableStore(directory: options.stateDirectory(environment: environment), log: log,
+                                   onForbiddenThread: { [engine] in engine.isEngineThread })
         self.durable = durable
         let jobs = JobRegistry(services: JobServices(
             engine: engine, admission: admission, credentials: credentials, httpLog: httpLog, log: log,

@@ -43,10 +43,13 @@ final class DurableStore: Sendable {
     private let log: Logger
     /// The open store, once a durable job or the start needed it.
     private let database = Locked<SQLiteDatabase?>(nil)
+    /// True on the thread no store call may wait on (the engine's, which also serves the socket).
+    private let onForbiddenThread: @Sendable () -> Bool
 
-    init(directory: String, log: Logger) {
+    init(directory: String, log: Logger, onForbiddenThread: @escaping @Sendable () -> Bool = { false }) {
         self.directory = directory
         self.log = log
+        self.onForbiddenThread = onForbiddenThread
     }
 
     var databasePath: String { directory + "/" + Self.databaseName }
@@ -154,7 +157,8 @@ final class DurableStore: Sendable {
     /// Runs `body` with the store, opened (made) on first use.
     @discardableResult
     private func withDatabase<T>(_ body: (SQLiteDatabase) throws -> T) throws -> T {
-        try database.withLock { (db: inout SQLiteDatabase?) throws -> T in
+        assert(!onForbiddenThread(), "a durable store call on the engine thread")
+        return try database.withLock { (db: inout SQLiteDatabase?) throws -> T in
             if db == nil { db = try open() }
             return try body(db!)
         }
@@ -173,6 +177,11 @@ final class DurableStore: Sendable {
             } catch let unreadable as Unreadable {
                 moveAside(because: unreadable.reason)
             }
+        }
+        // A WAL without its database would be replayed into the new one.
+        for suffix in ["-wal", "-journal", "-shm"] where access(path + suffix, F_OK) == 0 {
+            log.warning("durable job store: \(path + suffix) without \(path) removed")
+            unlink(path + suffix)
         }
         // A new store: made 0600 here (SQLite would use 0644 & ~umask, and its -wal and -shm
         // files take the main file's mode), its name made durable, then its table.
