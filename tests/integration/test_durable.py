@@ -330,6 +330,26 @@ class TestDurable(DurableCase):
         log = self.check_moved_aside(None, damaged, "file is not a database")
         self.assertIn(f"{self.state}/jobs holds 1 job file(s) of an earlier fetchd: they are ignored", log)
 
+    def test_wal_without_its_store_is_not_replayed(self):
+        """jobs.db removed, its WAL left: the new store starts empty, and the log says so."""
+        job = key("durorphan")
+        first = self.daemon()
+        self.start_stalled(first, job, key("durorphanlog"))
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        self.assertTrue(os.path.exists(self.store_path() + "-wal"))
+        os.unlink(self.store_path())  # the WAL is left behind
+        second = self.daemon()
+        with second.client() as c:
+            r = c.call("download", {"url": self.srv.test_url + "/ranged/1000", "durable": True,
+                                    "path": os.path.join(self.out_dir, "after.bin")})
+            self.assertEqual(r["bytes"], 1000)
+            with self.assertRaises(RPCError):
+                c.call("getJob", {"jobId": job})
+        self.assertIn(f"durable job store: {self.store_path()}-wal without {self.store_path()} removed",
+                      second.stderr_text())
+        self.assertEqual(self.rows(), {})
+
     def test_no_secret_in_the_store(self):
         size, cut = 150_000, 50_000
         secrets = {"Authorization": "Bearer sekrit-auth-1", "Cookie": "sid=sekrit-cookie-2",

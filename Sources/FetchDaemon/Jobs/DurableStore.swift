@@ -178,7 +178,8 @@ final class DurableStore: Sendable {
                 moveAside(because: unreadable.reason)
             }
         }
-        // A WAL without its database would be replayed into the new one.
+        // Files of a store removed without them: never part of the new one (SQLite also
+        // drops a WAL beside an empty database), and said, as their jobs are lost.
         for suffix in ["-wal", "-journal", "-shm"] where access(path + suffix, F_OK) == 0 {
             log.warning("durable job store: \(path + suffix) without \(path) removed")
             unlink(path + suffix)
