@@ -265,13 +265,18 @@ class TestDurable(DurableCase):
         self.assertIn("has mode 0755", json.dumps(caught.exception.data))
         self.assertEqual(os.listdir(self.out_dir), [])
 
-    def store_with_a_job(self):
-        """A store holding one unfinished durable job, checkpointed into jobs.db (no WAL left)."""
-        job = key("durbad")
+    def killed_with_a_job(self, prefix):
+        """A daemon killed (-9) while one durable download was under way: its jobId."""
+        job = key(prefix)
         first = self.daemon()
-        self.start_stalled(first, job, key("durbadlog"))
+        self.start_stalled(first, job, key(prefix + "log"))
         os.kill(first.pid, signal.SIGKILL)
         first.proc.wait()
+        return job
+
+    def store_with_a_job(self):
+        """A store holding one unfinished durable job, checkpointed into jobs.db (no WAL left)."""
+        job = self.killed_with_a_job("durbad")
         db = sqlite3.connect(self.store_path())
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         db.close()  # the last connection: SQLite removes the WAL
@@ -332,11 +337,7 @@ class TestDurable(DurableCase):
 
     def test_wal_without_its_store_is_not_replayed(self):
         """jobs.db removed, its WAL left: the new store starts empty, and the log says so."""
-        job = key("durorphan")
-        first = self.daemon()
-        self.start_stalled(first, job, key("durorphanlog"))
-        os.kill(first.pid, signal.SIGKILL)
-        first.proc.wait()
+        job = self.killed_with_a_job("durorphan")
         self.assertTrue(os.path.exists(self.store_path() + "-wal"))
         os.unlink(self.store_path())  # the WAL is left behind
         second = self.daemon()
