@@ -81,7 +81,8 @@ public final class Daemon: Sendable {
                 throw StartupError("--stubs \(file): \(field)\(refused.data?["detail"]?.stringValue ?? refused.message)")
             }
         }
-        let durable = DurableStore(directory: options.stateDirectory(environment: environment), log: log)
+        let durable = DurableStore(directory: options.stateDirectory(environment: environment), log: log,
+                                   onForbiddenThread: { [engine] in engine.isEngineThread })
         self.durable = durable
         let jobs = JobRegistry(services: JobServices(
             engine: engine, admission: admission, credentials: credentials, httpLog: httpLog, log: log,
@@ -156,8 +157,8 @@ public final class Daemon: Sendable {
     }
 
     /// Every durable job the daemon before left unfinished starts again, with its jobId, in
-    /// its host's queue like any other job. One that can no longer start is logged, its
-    /// file removed.
+    /// its host's queue like any other job. One that can no longer start is logged and
+    /// removed from the store.
     private func resumeDurableJobs() {
         let records = durable.unfinished()
         guard !records.isEmpty else { return }
@@ -172,7 +173,7 @@ public final class Daemon: Sendable {
                 durable.remove(jobID: record.jobID)
             }
         }
-        log.notice("resumed \(resumed) durable job(s) from \(durable.jobsDirectory)")
+        log.notice("resumed \(resumed) durable job(s) from \(durable.databasePath)")
     }
 
     /// SIGHUP: nothing to reload yet, and it must not stop the daemon.

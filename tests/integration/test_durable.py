@@ -5,6 +5,8 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
@@ -12,12 +14,21 @@ import unittest
 import urllib.error
 import urllib.request
 
-from harness import Daemon, DaemonTestCase, RPCError, servers, wait_for
+from harness import REPO, Daemon, DaemonTestCase, RPCError, servers, wait_for
 from jobhelpers import collect, hits, key, send_request
 from test_download import ranged_log
 import testserver
 
 SLOW = "/slow-body?chunks=30&ms=100"  # 30 bytes over ~3 s
+
+
+def session_info(srv, sid):
+    """The test server's view of a resumable upload session ({} before it starts)."""
+    try:
+        with urllib.request.urlopen(f"{srv.test_url}/resumable/session/{sid}/info", timeout=10) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError:
+        return {}
 
 
 def job_state(client, job_id):
@@ -139,8 +150,43 @@ class DurableCase(unittest.TestCase):
         self.daemons.append(d)
         return d
 
-    def jobs_dir(self):
-        return os.path.join(self.state, "jobs")
+    def store_path(self):
+        return os.path.join(self.state, "jobs.db")
+
+    def rows(self):
+        """The store's jobs, {jobId: {"method", "params", "restarts", "sessionUrl"}}, read-only
+        (beside a running daemon: a WAL reader does not block it)."""
+        if not os.path.exists(self.store_path()):
+            return {}
+        db = sqlite3.connect(f"file:{self.store_path()}?mode=ro", uri=True, timeout=5)
+        try:
+            if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'jobs'").fetchall():
+                return {}  # just made: its table comes in the next instant
+            return {r[0]: {"method": r[1], "params": json.loads(r[2]), "restarts": r[3], "sessionUrl": r[4]}
+                    for r in db.execute("SELECT job_id, method, params, restarts, session_url FROM jobs")}
+        finally:
+            db.close()
+
+    def set_url(self, job, change):
+        """Rewrites a stored job's URL (its daemon is dead) with change(url)."""
+        db = sqlite3.connect(self.store_path(), timeout=5)
+        try:
+            with db:
+                (text,) = db.execute("SELECT params FROM jobs WHERE job_id = ?", (job,)).fetchone()
+                params = json.loads(text)
+                params["url"] = change(params["url"])
+                db.execute("UPDATE jobs SET params = ? WHERE job_id = ?", (json.dumps(params), job))
+        finally:
+            db.close()
+
+    def store_bytes(self):
+        """Everything SQLite wrote for the store: the database, its WAL and journal."""
+        data = b""
+        for suffix in ("", "-wal", "-journal", "-shm"):
+            if os.path.exists(self.store_path() + suffix):
+                with open(self.store_path() + suffix, "rb") as f:
+                    data += f.read()
+        return data
 
     def start_stalled(self, d, job, name, size=200_000, cut=50_000):
         """A durable download from d whose first request stalls after `cut` bytes (in the part file)."""
@@ -166,16 +212,15 @@ class TestDurable(DurableCase):
         c = first.client()
         send_request(c, "download", {"url": url, "path": out, "jobId": job, "durable": True,
                                      "headers": {"Authorization": "Bearer s3cret-token", "X-Trace": "t1"}})
-        job_file = os.path.join(self.jobs_dir(), job + ".json")
-        wait_for(lambda: os.path.exists(job_file), timeout=5, message="the job file was never written")
+        wait_for(lambda: job in self.rows(), timeout=5, message="the job was never written down")
         self.assertEqual(os.stat(self.state).st_mode & 0o777, 0o700)
-        self.assertEqual(os.stat(self.jobs_dir()).st_mode & 0o777, 0o700)
-        with open(job_file) as f:
-            stored = json.load(f)
-        self.assertEqual(stored["jobId"], job)
+        self.assertEqual(os.stat(self.store_path()).st_mode & 0o777, 0o600)
+        stored = self.rows()[job]
+        self.assertEqual(stored["method"], "download")
+        self.assertEqual(stored["params"]["jobId"], job)
         self.assertEqual(stored["restarts"], 0)
         self.assertEqual(stored["params"]["headers"], {"X-Trace": "t1"}, "credentials are never stored")
-        self.assertNotIn("s3cret", json.dumps(stored))
+        self.assertNotIn(b"s3cret", self.store_bytes())
         self.assertTrue(c.call("getJob", {"jobId": job})["durable"])
         listed = [j for j in c.call("listJobs")["jobs"] if j["jobId"] == job]
         self.assertEqual([j["durable"] for j in listed], [True], listed)
@@ -206,20 +251,7 @@ class TestDurable(DurableCase):
         self.assertEqual(log[1]["range"], f"bytes={cut}-", log)
         self.assertEqual(log[1]["ifRange"], '"v1"', log)
         self.assertEqual(log[1]["status"], 206, log)
-        wait_for(lambda: not os.path.exists(job_file), timeout=5, message="the job file outlived the job")
-
-    def test_corrupt_job_file_is_moved_aside(self):
-        os.makedirs(self.jobs_dir(), mode=0o700)
-        os.chmod(self.state, 0o700)
-        bad = os.path.join(self.jobs_dir(), "broken.json")
-        with open(bad, "w") as f:
-            f.write('{"version": 1, "jobId": "broken", "meth')
-        d = self.daemon()
-        with d.client() as c:
-            self.assertEqual(c.call("ping"), "pong")
-        self.assertFalse(os.path.exists(bad))
-        self.assertTrue(os.path.exists(bad + ".corrupt"))
-        self.assertIn("broken.json is not a job", d.stderr_text())
+        wait_for(lambda: job not in self.rows(), timeout=5, message="the job's row outlived the job")
 
     def test_state_dir_with_open_mode_is_refused(self):
         os.makedirs(self.state, mode=0o755)
@@ -233,6 +265,132 @@ class TestDurable(DurableCase):
         self.assertIn("has mode 0755", json.dumps(caught.exception.data))
         self.assertEqual(os.listdir(self.out_dir), [])
 
+    def killed_with_a_job(self, prefix):
+        """A daemon killed (-9) while one durable download was under way: its jobId."""
+        job = key(prefix)
+        first = self.daemon()
+        self.start_stalled(first, job, key(prefix + "log"))
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        return job
+
+    def store_with_a_job(self):
+        """A store holding one unfinished durable job, checkpointed into jobs.db (no WAL left)."""
+        job = self.killed_with_a_job("durbad")
+        db = sqlite3.connect(self.store_path())
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.close()  # the last connection: SQLite removes the WAL
+        self.assertFalse(os.path.exists(self.store_path() + "-wal"))
+        self.assertGreaterEqual(os.path.getsize(self.store_path()), 3 * 4096)
+        return job
+
+    def check_moved_aside(self, job, damaged, reason):
+        """The next daemon logs the damaged store, keeps it under another name, starts with a new one."""
+        second = self.daemon()
+        with second.client() as c:
+            self.assertEqual(c.call("ping"), "pong")
+            if job:
+                with self.assertRaises(RPCError) as caught:
+                    c.call("getJob", {"jobId": job})
+                self.assertEqual(caught.exception.code, -32602, "a job of the damaged store was resumed")
+            r = c.call("download", {"url": self.srv.test_url + "/ranged/1000", "durable": True,
+                                    "path": os.path.join(self.out_dir, "after.bin")})
+            self.assertEqual(r["bytes"], 1000, "the new store takes durable jobs")
+        aside = [n for n in os.listdir(self.state) if n.startswith("jobs.db.corrupt-")]
+        self.assertEqual(len(aside), 1, os.listdir(self.state))
+        with open(os.path.join(self.state, aside[0]), "rb") as f:
+            self.assertEqual(f.read(), damaged, "the damaged store is kept as it was")
+        log = second.stderr_text()
+        self.assertIn(f"durable job store {self.store_path()} cannot be read (", log)
+        self.assertIn(reason, log)
+        self.assertIn("moved to " + os.path.join(self.state, aside[0]), log)
+        self.assertEqual(self.rows(), {})
+        return log
+
+    def test_truncated_store_is_moved_aside(self):
+        job = self.store_with_a_job()
+        with open(self.store_path(), "r+b") as f:
+            f.truncate(4096 + 100)  # the first page and a piece of the second
+        with open(self.store_path(), "rb") as f:
+            damaged = f.read()
+        self.check_moved_aside(job, damaged, "malformed")
+
+    def test_corrupt_store_is_moved_aside(self):
+        job = self.store_with_a_job()
+        with open(self.store_path(), "r+b") as f:
+            f.seek(4096)
+            f.write(b"\x5a" * (os.path.getsize(self.store_path()) - 4096))  # every page but the first
+        with open(self.store_path(), "rb") as f:
+            damaged = f.read()
+        self.check_moved_aside(job, damaged, "malformed")
+
+    def test_not_a_database_and_old_job_files(self):
+        os.makedirs(os.path.join(self.state, "jobs"), mode=0o700)
+        os.chmod(self.state, 0o700)
+        with open(os.path.join(self.state, "jobs", "old.json"), "w") as f:
+            f.write('{"version": 1, "jobId": "old"}')
+        damaged = b"not a database at all\n" * 300
+        with open(self.store_path(), "wb") as f:
+            f.write(damaged)
+        log = self.check_moved_aside(None, damaged, "file is not a database")
+        self.assertIn(f"{self.state}/jobs holds 1 job file(s) of an earlier fetchd: they are ignored", log)
+
+    def test_wal_without_its_store_is_not_replayed(self):
+        """jobs.db removed, its WAL left: the new store starts empty, and the log says so."""
+        job = self.killed_with_a_job("durorphan")
+        self.assertTrue(os.path.exists(self.store_path() + "-wal"))
+        os.unlink(self.store_path())  # the WAL is left behind
+        second = self.daemon()
+        with second.client() as c:
+            r = c.call("download", {"url": self.srv.test_url + "/ranged/1000", "durable": True,
+                                    "path": os.path.join(self.out_dir, "after.bin")})
+            self.assertEqual(r["bytes"], 1000)
+            with self.assertRaises(RPCError):
+                c.call("getJob", {"jobId": job})
+        self.assertIn(f"durable job store: {self.store_path()}-wal without {self.store_path()} removed",
+                      second.stderr_text())
+        self.assertEqual(self.rows(), {})
+
+    def test_no_secret_in_the_store(self):
+        size, cut = 150_000, 50_000
+        secrets = {"Authorization": "Bearer sekrit-auth-1", "Cookie": "sid=sekrit-cookie-2",
+                   "Proxy-Authorization": "Basic sekrit-proxy-3", "X-Api-Key": "sekrit-apikey-4",
+                   "X-Auth-Token": "sekrit-token-5", "X-Amz-Security-Token": "sekrit-amz-6"}
+        job, name = key("dursec"), key("durseclog")
+        out = os.path.join(self.out_dir, "sec.bin")
+        url = f"{self.srv.test_url}/ranged/{size}?etag=s&key={name}&stall-after={cut}&sig=query-stays-7"
+        first = self.daemon()
+        c = first.client()
+        send_request(c, "download", {"url": url, "path": out, "jobId": job, "durable": True,
+                                     "headers": dict(secrets, **{"X-Trace": "kept-8"})})
+        # A password in the URL or the proxy URL would be stored: refused, nothing sent.
+        host = self.srv.test_url.split("://", 1)[1]
+        for field, params in [("url", {"url": f"http://user:sekrit-url-9@{host}/ranged/10"}),
+                              ("proxy", {"url": self.srv.test_url + "/ranged/10",
+                                         "proxy": "http://user:sekrit-proxy-10@127.0.0.1:1"})]:
+            with self.assertRaises(RPCError) as caught:
+                c.call("download", dict(params, path=os.path.join(self.out_dir, field), durable=True))
+            self.assertEqual(caught.exception.code, -32602, field)
+            self.assertEqual(caught.exception.data.get("field"), field, caught.exception.data)
+            self.assertNotIn("sekrit", json.dumps(caught.exception.data))
+        wait_for(lambda: os.path.exists(out + ".part") and os.path.getsize(out + ".part") >= cut, timeout=10)
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        self.assertTrue(os.path.exists(self.store_path() + "-wal"), "the WAL is read too")
+        data = self.store_bytes()
+        for kept in (b"kept-8", b"query-stays-7"):
+            self.assertIn(kept, data)
+        for secret in list(secrets.values()) + ["sekrit-url-9", "sekrit-proxy-10"]:
+            self.assertNotIn(secret.encode(), data, secret)
+        self.assertNotIn(b"sekrit", data)
+        rows = self.rows()
+        self.assertEqual(list(rows), [job], rows)
+        self.assertEqual(rows[job]["params"]["headers"], {"X-Trace": "kept-8"})
+        second = self.daemon()
+        with second.client() as c2:
+            result = c2.call("attach", {"jobId": job}, timeout=30)
+        self.assertEqual(result["sha256"], hashlib.sha256(testserver.det_bytes(size)).hexdigest())
+
     def test_sigterm_keeps_the_job_and_disconnect_does_not_cancel(self):
         job, name = key("durterm"), key("durtermlog")
         first = self.daemon()
@@ -241,8 +399,7 @@ class TestDurable(DurableCase):
         with first.client() as c2:
             self.assertEqual(c2.call("getJob", {"jobId": job})["state"], "running")
         self.assertEqual(first.stop(signal.SIGTERM), 0)
-        self.assertTrue(os.path.exists(os.path.join(self.jobs_dir(), job + ".json")),
-                        "a durable job cancelled by the shutdown keeps its file")
+        self.assertIn(job, self.rows(), "a durable job cancelled by the shutdown stays in the store")
         second = self.daemon()
         with second.client() as c3:
             result = c3.call("attach", {"jobId": job}, timeout=30)
@@ -256,14 +413,9 @@ class TestDurable(DurableCase):
         self.start_stalled(first, job, name)
         os.kill(first.pid, signal.SIGKILL)
         first.proc.wait()
-        job_file = os.path.join(self.jobs_dir(), job + ".json")
-        with open(job_file) as f:
-            stored = json.load(f)
         # The resumed download goes to a route that sends its body slowly (and ignores the
         # Range: it starts over), so it is still running when the cancel comes.
-        stored["params"]["url"] = self.srv.test_url + "/slow-body?chunks=100&ms=100"
-        with open(job_file, "w") as f:
-            json.dump(stored, f)
+        self.set_url(job, lambda _: self.srv.test_url + "/slow-body?chunks=100&ms=100")
         second = self.daemon()
         with second.client() as c:
             attached = send_request(c, "attach", {"jobId": job})
@@ -275,7 +427,7 @@ class TestDurable(DurableCase):
             got = c.call("getJob", {"jobId": job})
         self.assertEqual(got["state"], "cancelled", got)
         self.assertEqual(got["restarts"], 1, got)
-        wait_for(lambda: not os.path.exists(job_file), timeout=5, message="a cancelled job's file stays")
+        wait_for(lambda: job not in self.rows(), timeout=5, message="a cancelled job stays in the store")
 
     def test_resumable_upload_asks_for_its_offset_after_kill_9(self):
         chunk, size = 64 << 10, 256 << 10
@@ -300,8 +452,7 @@ class TestDurable(DurableCase):
                                    "files": [{"path": src}], "resumable": {"chunkSize": chunk},
                                    "jobId": job, "durable": True})
         wait_for(lambda: info().get("holding"), timeout=10, message="the third chunk was never held")
-        with open(os.path.join(self.jobs_dir(), job + ".json")) as f:
-            self.assertTrue(json.load(f)["sessionUrl"].endswith("/resumable/session/" + sid))
+        self.assertTrue(self.rows()[job]["sessionUrl"].endswith("/resumable/session/" + sid), self.rows())
         os.kill(first.pid, signal.SIGKILL)
         first.proc.wait()
         wait_for(lambda: not info()["holding"], timeout=5)  # the server keeps the held chunk
@@ -319,9 +470,21 @@ class TestDurable(DurableCase):
         self.assertEqual(done["commands"], ["start", "upload", "upload", "upload", "query", "upload, finalize"], done)
         self.assertEqual(done["offsets"][-1], 3 * chunk, done["offsets"])
 
-    def test_ten_downloads_killed_and_resumed(self):
-        size, cut = 200_000, 60_000
-        first = self.daemon()
+    def start_held_upload(self, d, job, sid, size=256 << 10, chunk=64 << 10, seed=7):
+        """A durable resumable upload from d whose third chunk the server holds (its answer waits)."""
+        src = os.path.join(self.out_dir, job + ".src")
+        data = testserver.det_bytes(size, seed=seed)
+        with open(src, "wb") as f:
+            f.write(data)
+        c = d.client()
+        send_request(c, "upload", {"url": f"{self.srv.test_url}/resumable/start?key={sid}&hold-chunk=3&hold-ms=4000",
+                                   "files": [{"path": src}], "resumable": {"chunkSize": chunk},
+                                   "jobId": job, "durable": True})
+        return c, data
+
+    def test_ten_downloads_and_two_uploads_killed_and_resumed(self):
+        size, cut, chunk = 200_000, 60_000, 64 << 10
+        first = self.daemon("--max-per-host", "16")  # all 12 at once: none waits behind a stalled one
         c = first.client()
         jobs = []
         for i in range(10):
@@ -330,28 +493,72 @@ class TestDurable(DurableCase):
             url = f"{self.srv.test_url}/ranged/{size}?etag=e{i}&seed={i}&key={name}&stall-after={cut}"
             send_request(c, "download", {"url": url, "path": out, "jobId": job, "durable": True})
             jobs.append((job, name, out, i))
+        uploads = []
+        for u in range(2):
+            job, sid = key(f"dur10up-{u}"), key(f"dur10sid-{u}")
+            uploads.append((job, sid) + self.start_held_upload(first, job, sid, seed=20 + u))
         for _, _, out, _ in jobs:
             wait_for(lambda: os.path.exists(out + ".part") and os.path.getsize(out + ".part") >= cut, timeout=15,
                      message=f"{out}: the first part never arrived")
+        for _, sid, _, _ in uploads:
+            wait_for(lambda: session_info(self.srv, sid).get("holding"), timeout=15,
+                     message=f"{sid}: the third chunk was never held")
+        self.assertEqual(len(self.rows()), 12, self.rows())
         os.kill(first.pid, signal.SIGKILL)
         first.proc.wait()
         self.assertEqual([os.path.exists(out) for _, _, out, _ in jobs], [False] * 10)
-        second = self.daemon()
-        with second.client() as c2:
-            ids = {job: send_request(c2, "attach", {"jobId": job}) for job, _, _, _ in jobs}
-            by_id = {}
-            while len(by_id) < len(ids):
-                m = c2.recv(timeout=30)
-                if "id" in m:
-                    by_id[m["id"]] = m
-            answers = {job: by_id[rid] for job, rid in ids.items()}
+        for _, sid, _, _ in uploads:
+            wait_for(lambda: not session_info(self.srv, sid)["holding"], timeout=10)  # the server keeps the chunk
+            self.assertEqual(session_info(self.srv, sid)["size"], 3 * chunk)
+
+        # Whatever sits under a final name is the whole file, from the kill to the end.
+        early, stop = [], threading.Event()
+
+        def watch():
+            while not stop.is_set():
+                for _, _, out, _ in jobs:
+                    try:
+                        if os.path.getsize(out) != size:
+                            early.append((out, os.path.getsize(out)))
+                    except OSError:
+                        pass
+                stop.wait(0.005)
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            second = self.daemon("--max-per-host", "16")
+            with second.client() as c2:
+                ids = {job: send_request(c2, "attach", {"jobId": job}) for job in
+                       [j[0] for j in jobs] + [u[0] for u in uploads]}
+                by_id = {}
+                while len(by_id) < len(ids):
+                    m = c2.recv(timeout=30)
+                    if "id" in m:
+                        by_id[m["id"]] = m
+                answers = {job: by_id[rid] for job, rid in ids.items()}
+                restarts = {job: c2.call("getJob", {"jobId": job})["restarts"] for job in ids}
+        finally:
+            stop.set()
+            watcher.join(5)
+        self.assertEqual(early, [], "a final name held an incomplete file")
+        self.assertEqual(set(restarts.values()), {1}, restarts)
         for job, name, out, i in jobs:
             data = testserver.det_bytes(size, seed=i)
             self.assertEqual(answers[job]["result"]["sha256"], hashlib.sha256(data).hexdigest(), answers[job])
+            self.assertTrue(answers[job]["result"]["resumed"], answers[job])
             with open(out, "rb") as f:
                 self.assertEqual(f.read(), data, out)
-            self.assertEqual([r["range"] for r in ranged_log(name)], [None, f"bytes={cut}-"], name)
-        wait_for(lambda: os.listdir(self.jobs_dir()) == [], timeout=5, message=f"left: {os.listdir(self.jobs_dir())}")
+            log = ranged_log(name)
+            self.assertEqual([r["range"] for r in log], [None, f"bytes={cut}-"], name)
+            self.assertEqual(log[1]["status"], 206, log)
+        for job, sid, _, data in uploads:
+            self.assertEqual(answers[job]["result"]["status"], 200, answers[job])
+            done = session_info(self.srv, sid)
+            self.assertEqual(done["status"], "final", done)
+            self.assertEqual(done["sha256"], hashlib.sha256(data).hexdigest(), sid)
+            self.assertEqual(done["commands"], ["start", "upload", "upload", "upload", "query", "upload, finalize"], done)
+            self.assertEqual(done["offsets"][-1], 3 * chunk, done["offsets"])
+        wait_for(lambda: self.rows() == {}, timeout=5, message=f"left: {self.rows()}")
 
     def test_server_without_ranges_now_starts_over(self):
         size, cut = 150_000, 50_000
@@ -360,12 +567,7 @@ class TestDurable(DurableCase):
         c, out = self.start_stalled(first, job, name, size=size, cut=cut)
         os.kill(first.pid, signal.SIGKILL)
         first.proc.wait()
-        job_file = os.path.join(self.jobs_dir(), job + ".json")
-        with open(job_file) as f:
-            stored = json.load(f)
-        stored["params"]["url"] += "&no-range=1"  # the server now ignores Range
-        with open(job_file, "w") as f:
-            json.dump(stored, f)
+        self.set_url(job, lambda url: url + "&no-range=1")  # the server now ignores Range
         second = self.daemon()
         with second.client() as c2:
             result = c2.call("attach", {"jobId": job}, timeout=30)
@@ -382,13 +584,12 @@ class TestDurable(DurableCase):
         for i in range(n):
             send_request(c, "download", {"url": f"{self.srv.test_url}/record/{hold}?ms=300", "durable": True,
                                          "jobId": f"{hold}-{i}", "path": os.path.join(self.out_dir, f"q{i}")})
-        wait_for(lambda: len(os.listdir(self.jobs_dir())) == n if os.path.isdir(self.jobs_dir()) else False,
-                 timeout=10, message="not every job was written down")
+        wait_for(lambda: len(self.rows()) == n, timeout=10, message="not every job was written down")
         os.kill(first.pid, signal.SIGKILL)
         first.proc.wait()
-        # On a loaded machine the first job may have ended (its file removed) before the kill:
+        # On a loaded machine the first job may have ended (its row removed) before the kill:
         # the jobs to resume are those still written down.
-        pending = sorted(name[:-len(".json")] for name in os.listdir(self.jobs_dir()) if name.endswith(".json"))
+        pending = sorted(self.rows())
         self.assertGreaterEqual(len(pending), n - 2, pending)
         wait_for(lambda: hits(hold)["inFlight"] == 0, timeout=5)
         before = hits(hold)["count"]
@@ -439,3 +640,67 @@ class TestPythonClient(DurableCase):
         self.assertEqual(result["sha256"], hashlib.sha256(testserver.det_bytes(size)).hexdigest())
         self.assertEqual(got["restarts"], 1, got)
         self.assertEqual(got["state"], "finished", got)
+
+
+FETCHCTL = os.path.join(REPO, "clients", "fetchctl")
+
+
+class TestFetchctl(DurableCase):
+    """fetchctl attach and wait: a job's answer after a restart, with fetch's exit statuses."""
+
+    def ctl(self, d, *args, timeout=60):
+        env = dict(os.environ)
+        env.pop("FETCHD_SOCKET", None)
+        return subprocess.run([FETCHCTL, "--socket", d.socket_path] + list(args), capture_output=True,
+                              timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+
+    def test_attach_and_wait_after_restart(self):
+        a, b = key("ctla"), key("ctlb")
+        first = self.daemon()
+        self.start_stalled(first, a, key("ctlalog"), size=200_000, cut=50_000)
+        self.start_stalled(first, b, key("ctlblog"), size=100_000, cut=30_000)
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        second = self.daemon()
+        r = self.ctl(second, "attach", a)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        result = json.loads(r.stdout)
+        self.assertEqual(result["sha256"], hashlib.sha256(testserver.det_bytes(200_000)).hexdigest(), result)
+        self.assertTrue(result["resumed"], result)
+        r = self.ctl(second, "wait", a, b)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.decode(), f"{a}: HTTP 206\n{b}: HTTP 206\n", "resumed: the 206 of the range")
+        with open(os.path.join(self.out_dir, b + ".bin"), "rb") as f:
+            self.assertEqual(f.read(), testserver.det_bytes(100_000))
+
+    def test_exit_status_as_fetch(self):
+        d = self.daemon()
+        ok, failed, missing, cancelled, slow = key("ctlok"), key("ctlfail"), key("ctl404"), key("ctlcan"), key("ctlslow")
+        with d.client() as c:
+            c.call("fetch", {"url": self.srv.test_url + "/status/200", "jobId": ok})
+            c.call("fetch", {"url": self.srv.test_url + "/status/404", "jobId": missing})
+            with self.assertRaises(RPCError):
+                c.call("fetch", {"url": "http://127.0.0.1:1/", "jobId": failed, "retry": False})
+            send_request(c, "fetch", {"url": self.srv.test_url + SLOW, "jobId": cancelled, "detach": True})
+            wait_for(lambda: job_state(c, cancelled) == "running", timeout=5)
+            c.call("cancel", {"jobId": cancelled})
+            slow_rid = send_request(c, "fetch", {"url": self.srv.test_url + "/slow-body?chunks=10&ms=100",
+                                                 "jobId": slow, "detach": True})
+            wait_for(lambda: job_state(c, slow) == "running", timeout=5)
+            # wait follows a job still running to its end
+            r = self.ctl(d, "wait", slow, ok)
+            self.assertEqual((r.returncode, r.stdout.decode()), (0, f"{slow}: HTTP 200\n{ok}: HTTP 200\n"), r.stderr)
+            self.assertEqual(collect(c, slow_rid, timeout=5).answer["result"]["status"], 200)
+        self.assertEqual(self.ctl(d, "attach", failed).returncode, 7, "connection refused, as curl's 7")
+        r = self.ctl(d, "wait", ok, failed, cancelled)
+        self.assertEqual(r.returncode, 7, r.stderr)
+        self.assertEqual(r.stdout.decode(), f"{ok}: HTTP 200\n")
+        self.assertIn(f"{failed}: exit status 7", r.stderr.decode())
+        self.assertIn(f"{cancelled}: exit status 5", r.stderr.decode())
+        self.assertEqual(self.ctl(d, "attach", cancelled).returncode, 5)
+        self.assertEqual(self.ctl(d, "attach", missing).returncode, 0, "a 404 without -f, as curl")
+        self.assertEqual(self.ctl(d, "attach", "-f", missing).returncode, 22)
+        self.assertEqual(self.ctl(d, "wait", "--fail", ok, missing).returncode, 22)
+        self.assertEqual(self.ctl(d, "attach", "no-such-" + ok).returncode, 4)
+        self.assertEqual(self.ctl(d, "attach").returncode, 2)
+        self.assertEqual(self.ctl(d, "wait").returncode, 2)

@@ -3,15 +3,23 @@ import FoundationEssentials
 import Glibc
 import JSONRPC
 
-/// Durable jobs on disk: one file per job, `<state-dir>/jobs/<jobId>.json`, holding the
-/// method and its params (without credentials) and the restarts so far. Written with
-/// `LocalFile.replace` (a temporary file, fsync, rename, the directory fsynced) before the
-/// job's first byte is sent, rewritten when the job is resumed, removed when it ends. What a
+/// Durable jobs on disk: one SQLite database, `<state-dir>/jobs.db` (WAL journal,
+/// `synchronous=FULL`), one row per unfinished job holding the method and its params (no
+/// credential), the restarts so far and a resumable upload's session URL. A row is
+/// committed (the WAL fsynced) before the job's first byte is sent, updated when the job is
+/// resumed and when a resumable upload gets its session, deleted when the job ends. What a
 /// download has received lives in its part file and its validator in the part file's
 /// extended attribute (PartFileStage), so nothing is written per block.
 ///
-/// The directory is made (0700, checked as the socket's is) when the first durable job
-/// comes, so a daemon that never gets one never touches the disk.
+/// Every call may wait on the disk: the callers keep them off the engine thread (a job's
+/// first save runs in the request's task, removals from the engine thread are handed to the
+/// blocking threads, a session URL is saved while its attempt is prepared on them). One lock
+/// serialises the connection (SQLiteDatabase is not thread-safe by itself).
+///
+/// The directory (0700, checked as the socket's is) and the database are made when the first
+/// durable job comes, so a daemon that never gets one never touches the disk. A store that
+/// SQLite cannot read (truncated, corrupt, not a database) is logged and moved aside, and a
+/// new one is started.
 final class DurableStore: Sendable {
     /// One job as written down.
     struct Record: Sendable {
@@ -24,115 +32,252 @@ final class DurableStore: Sendable {
         var sessionURL: String? = nil
     }
 
-    /// Headers never written to the state directory (their auth rule applies again).
+    /// Headers never written to the state directory (their auth rule applies again), with
+    /// every header whose name says it carries a credential (`isCredentialHeader`).
     static let secretHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
+    static let databaseName = "jobs.db"
+    /// The schema this daemon writes (`PRAGMA user_version`).
+    static let schemaVersion: Int64 = 1
 
     let directory: String
     private let log: Logger
-    private let prepared = Locked(false)
+    /// The open store, once a durable job or the start needed it.
+    private let database = Locked<SQLiteDatabase?>(nil)
+    /// True on the thread no store call may wait on (the engine's, which also serves the socket).
+    private let onForbiddenThread: @Sendable () -> Bool
 
-    init(directory: String, log: Logger) {
+    init(directory: String, log: Logger, onForbiddenThread: @escaping @Sendable () -> Bool = { false }) {
         self.directory = directory
         self.log = log
+        self.onForbiddenThread = onForbiddenThread
     }
 
-    var jobsDirectory: String { directory + "/jobs" }
+    var databasePath: String { directory + "/" + Self.databaseName }
 
-    /// The params as stored: the client's, its credential headers removed.
-    static func storable(_ params: JSONValue?, jobID: String) -> JSONValue {
+    /// Whether a header of this name carries a credential: the three above, and names such
+    /// as `X-Auth-Token`, `X-Api-Key`, `X-Amz-Security-Token`, `Client-Secret`.
+    static func isCredentialHeader(_ name: String) -> Bool {
+        let lower = name.lowercased()
+        return secretHeaders.contains(lower) || lower.contains("auth") || lower.contains("api-key")
+            || URLRedaction.isSecretName(lower)
+    }
+
+    /// The params as stored: the client's, its credential headers removed. A password in the
+    /// URL's userinfo or in the proxy URL cannot be left out without changing the request
+    /// (and is not added again after a restart): such a durable request is refused.
+    static func storable(_ params: JSONValue?, jobID: String) throws -> JSONValue {
         var object = params?.objectValue ?? JSONObject()
+        for field in ["url", "proxy"] {
+            if let url = object[field]?.stringValue, URLRedaction.hasPassword(url) {
+                throw RPCError.invalidParams(
+                    field: field,
+                    "a durable job is written to the state directory, and a password in the URL would be too: use an auth rule (setAuth) or the daemon's proxy environment instead")
+            }
+        }
         object["jobId"] = .string(jobID)
         if case .object(var headers)? = object["headers"] {
-            for (name, _) in headers.members where secretHeaders.contains(name.lowercased()) { headers[name] = nil }
+            for (name, _) in headers.members where isCredentialHeader(name) { headers[name] = nil }
             object["headers"] = .object(headers)
         }
         return .object(object)
     }
 
-    /// A file name for the job: its id when that is a plain name, else its digest.
-    static func fileName(for jobID: String) -> String {
-        let plain = jobID.utf8.allSatisfy { byte in
-            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                || byte == 0x2D || byte == 0x5F || byte == 0x2E
-        }
-        if plain && !jobID.hasPrefix(".") && jobID.utf8.count <= 200 { return jobID + ".json" }
-        var digest = SHA256()
-        digest.update(Array(jobID.utf8))
-        return "sha256-" + digest.finishHex() + ".json"
-    }
-
-    /// Writes the job down, durably (fsync), before it starts.
+    /// Writes the job down, durably (the commit fsyncs the WAL), before it starts; again
+    /// when it is resumed or gets its session URL.
     func save(_ record: Record) throws {
+        let now = Int64(time(nil))
         do {
-            try prepare()
-        } catch {
+            try withDatabase { db in
+                try db.query("""
+                    INSERT INTO jobs (job_id, method, params, restarts, session_url, created, updated)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (job_id) DO UPDATE SET method = excluded.method, params = excluded.params,
+                        restarts = excluded.restarts, session_url = excluded.session_url, updated = excluded.updated
+                    """, [.text(record.jobID), .text(record.method), .text(String(decoding: JSONCodec.encode(record.params), as: UTF8.self)),
+                          .integer(Int64(record.restarts)), record.sessionURL.map { .text($0) } ?? .null, .integer(now), .integer(now)])
+            }
+        } catch let error as StartupError {
             throw TransferFileError(path: directory, detail: error.description)
+        } catch {
+            throw TransferFileError(path: databasePath, detail: "\(error)")
         }
-        let value: JSONValue = [
-            "version": 1, "jobId": .string(record.jobID), "method": .string(record.method),
-            "restarts": JSONValue(record.restarts), "params": record.params,
-            "sessionUrl": JSONValue(record.sessionURL),
-        ]
-        try LocalFile.replace(Self.fileName(for: record.jobID), in: jobsDirectory, with: JSONCodec.encode(value))
     }
 
     /// The job has ended: nothing is left to resume.
     func remove(jobID: String) {
-        let path = jobsDirectory + "/" + Self.fileName(for: jobID)
-        if unlink(path) == 0 {
-            LocalFile.syncDirectory(jobsDirectory)
-        } else if errno != ENOENT {
-            log.warning("durable job \(jobID): cannot remove \(path): \(String(cString: strerror(errno)))")
+        do {
+            try withDatabase { db in try db.query("DELETE FROM jobs WHERE job_id = ?", [.text(jobID)]) }
+        } catch {
+            log.warning("durable job \(jobID): cannot remove it from \(databasePath): \(error)")
         }
     }
 
-    /// Every job left by the daemon before, oldest first. A file that cannot be read is
-    /// logged and moved aside (`<name>.corrupt`), never fatal.
+    /// Every job left by the daemon before, oldest first. A store SQLite cannot read is
+    /// logged and moved aside (`jobs.db.corrupt-<UTC time>`), never fatal: the daemon starts
+    /// with a new one. No store yet: nothing is made.
     func unfinished() -> [Record] {
-        guard let dir = opendir(jobsDirectory) else { return [] }
-        defer { closedir(dir) }
-        do { try prepare() } catch {
+        reportLegacyFiles()
+        var info = stat()
+        guard lstat(databasePath, &info) == 0 else { return [] }
+        do {
+            return try withDatabase { db in
+                var records: [Record] = []
+                for row in try db.query("SELECT job_id, method, params, restarts, session_url FROM jobs ORDER BY rowid") {
+                    if let record = Self.record(row) {
+                        records.append(record)
+                    } else {
+                        let id = row.first?.text ?? "?"
+                        log.error("durable job \(id) in \(databasePath) cannot be read: removed, not resumed")
+                        try db.query("DELETE FROM jobs WHERE job_id = ?", [row.first ?? .null])
+                    }
+                }
+                return records
+            }
+        } catch let failure as SQLiteDatabase.Failure where Unreadable(failure) != nil {
+            // Passed quick_check at open but cannot be read in full: set aside too.
+            database.withLock { $0 = nil }
+            moveAside(because: failure.description)
+            return []
+        } catch {
             log.error("durable jobs not resumed: \(error)")
             return []
         }
-        var found: [(time: Int, Record)] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
-            guard name.hasSuffix(".json"), !name.hasPrefix(".") else { continue }
-            let path = jobsDirectory + "/" + name
-            var info = stat()
-            guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
-            if let record = read(path) {
-                found.append((info.st_mtim.tv_sec, record))
-            } else {
-                let aside = path + ".corrupt"
-                rename(path, aside)
-                log.error("durable job file \(path) is not a job (truncated or corrupt): moved to \(aside), skipped")
+    }
+
+    private static func record(_ row: [SQLiteDatabase.Value]) -> Record? {
+        guard row.count == 5, let jobID = row[0].text, let method = row[1].text,
+              method == "download" || method == "upload",
+              let text = row[2].text, let params = try? JSONCodec.decode(Array(text.utf8)),
+              case .object(let object) = params, object["jobId"]?.stringValue == jobID,
+              let restarts = row[3].integer, restarts >= 0
+        else { return nil }
+        return Record(jobID: jobID, method: method, params: params, restarts: Int(restarts), sessionURL: row[4].text)
+    }
+
+    /// Runs `body` with the store, opened (made) on first use.
+    @discardableResult
+    private func withDatabase<T>(_ body: (SQLiteDatabase) throws -> T) throws -> T {
+        assert(!onForbiddenThread(), "a durable store call on the engine thread")
+        return try database.withLock { (db: inout SQLiteDatabase?) throws -> T in
+            if db == nil { db = try open() }
+            return try body(db!)
+        }
+    }
+
+    /// The directory checked, then the store: the one there when SQLite can read it and it
+    /// holds fetchd's jobs table, else a new one (the old moved aside).
+    private func open() throws -> SQLiteDatabase {
+        Self.makeParents(of: directory)
+        let fix = "remove it, or choose another directory with --state-dir"
+        try SocketPath.preparePrivateDirectory(directory, uid: getuid(), what: "state directory", fix: fix)
+        let path = databasePath
+        if access(path, F_OK) == 0 {
+            do {
+                return try Self.openExisting(path)
+            } catch let unreadable as Unreadable {
+                moveAside(because: unreadable.reason)
             }
         }
-        return found.sorted { $0.time < $1.time }.map(\.1)
+        // Files of a store removed without them: never part of the new one (SQLite also
+        // drops a WAL beside an empty database), and said, as their jobs are lost.
+        for suffix in ["-wal", "-journal", "-shm"] where access(path + suffix, F_OK) == 0 {
+            log.warning("durable job store: \(path + suffix) without \(path) removed")
+            unlink(path + suffix)
+        }
+        // A new store: made 0600 here (SQLite would use 0644 & ~umask, and its -wal and -shm
+        // files take the main file's mode), its name made durable, then its table.
+        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StartupError("cannot create \(path): \(String(cString: strerror(errno)))") }
+        close(fd)
+        LocalFile.syncDirectory(directory)
+        let db = try SQLiteDatabase(path: path)
+        try db.transaction {
+            try db.execute("""
+                CREATE TABLE jobs (
+                    job_id TEXT PRIMARY KEY NOT NULL,
+                    method TEXT NOT NULL,
+                    params TEXT NOT NULL,
+                    restarts INTEGER NOT NULL,
+                    session_url TEXT,
+                    created INTEGER NOT NULL,
+                    updated INTEGER NOT NULL
+                );
+                PRAGMA user_version = \(Self.schemaVersion);
+                """)
+        }
+        log.info("durable job store \(path) created")
+        return db
     }
 
-    private func read(_ path: String) -> Record? {
-        guard let bytes = try? LocalFile.contents(of: path), let value = try? JSONCodec.decode(bytes),
-              value["version"] == 1,
-              let jobID = value["jobId"]?.stringValue, let method = value["method"]?.stringValue,
-              method == "download" || method == "upload",
-              case .object(let params)? = value["params"], params["jobId"]?.stringValue == jobID,
-              case .integer(let restarts)? = value["restarts"], restarts >= 0
-        else { return nil }
-        return Record(jobID: jobID, method: method, params: .object(params), restarts: Int(restarts),
-                      sessionURL: value["sessionUrl"]?.stringValue)
+    /// A store that is not one: truncated, corrupt, not a database, not fetchd's.
+    struct Unreadable: Error {
+        let reason: String
+
+        /// SQLite's failures that say the file is damaged (not busy, not a permission).
+        init?(_ failure: SQLiteDatabase.Failure) {
+            guard failure.isDamage else { return nil }
+            reason = failure.description
+        }
+
+        init(reason: String) { self.reason = reason }
     }
 
-    private func prepare() throws(StartupError) {
-        try prepared.withLock { (done: inout Bool) throws(StartupError) in
-            guard !done else { return }
-            Self.makeParents(of: directory)
-            let fix = "remove it, or choose another directory with --state-dir"
-            try SocketPath.preparePrivateDirectory(directory, uid: getuid(), what: "state directory", fix: fix)
-            try SocketPath.preparePrivateDirectory(jobsDirectory, uid: getuid(), what: "durable jobs directory", fix: fix)
-            done = true
+    /// The store at `path` when SQLite reads it (quick_check) and it is fetchd's, of this
+    /// schema; `Unreadable` when it is damaged or not a job store.
+    private static func openExisting(_ path: String) throws -> SQLiteDatabase {
+        var info = stat()
+        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            throw StartupError("\(path) is not a regular file; remove it, or choose another directory with --state-dir")
+        }
+        do {
+            let db = try SQLiteDatabase(path: path)
+            let version = try db.query("PRAGMA user_version").first?.first?.integer ?? 0
+            let tables = try db.query("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'jobs'")
+            guard tables.first?.first?.integer == 1 else {
+                throw Unreadable(reason: info.st_size == 0 ? "an empty file: truncated" : "no jobs table: not a fetchd job store")
+            }
+            guard version == schemaVersion else {
+                throw Unreadable(reason: "schema \(version), this fetchd reads schema \(schemaVersion)")
+            }
+            return db
+        } catch let failure as SQLiteDatabase.Failure {
+            throw Unreadable(failure) ?? failure
+        }
+    }
+
+    /// Renames the store (and its WAL) to `jobs.db.corrupt-<UTC time>`, so nothing is lost
+    /// and the next open starts a new one; its shared-memory index is removed.
+    private func moveAside(because reason: String) {
+        var now = time(nil)
+        var parts = tm()
+        gmtime_r(&now, &parts)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let stamp = "\(parts.tm_year + 1900)\(two(parts.tm_mon + 1))\(two(parts.tm_mday))T"
+            + "\(two(parts.tm_hour))\(two(parts.tm_min))\(two(parts.tm_sec))Z"
+        let aside = databasePath + ".corrupt-" + stamp
+        let moved = rename(databasePath, aside) == 0
+        let problem = moved ? "" : " (cannot rename it: \(String(cString: strerror(errno))); removed)"
+        if !moved { unlink(databasePath) }
+        for suffix in ["-wal", "-journal"] where access(databasePath + suffix, F_OK) == 0 {
+            if !moved || rename(databasePath + suffix, aside + suffix) != 0 { unlink(databasePath + suffix) }
+        }
+        unlink(databasePath + "-shm")
+        LocalFile.syncDirectory(directory)
+        log.error("durable job store \(databasePath) cannot be read (\(reason)): moved to \(aside)\(problem); its jobs are not resumed, a new store is started")
+    }
+
+    /// The one-file-per-job directory of an earlier fetchd (`<state-dir>/jobs/*.json`) is
+    /// not read: said once at start, so its owner can remove it.
+    private func reportLegacyFiles() {
+        guard let dir = opendir(directory + "/jobs") else { return }
+        defer { closedir(dir) }
+        var count = 0
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+            if name.hasSuffix(".json") { count += 1 }
+        }
+        if count > 0 {
+            log.warning("\(directory)/jobs holds \(count) job file(s) of an earlier fetchd: they are ignored (durable jobs are now kept in \(databasePath)); remove that directory")
         }
     }
 

@@ -46,13 +46,13 @@ struct JobDriver: Sendable {
     }
 
     /// What a durable job writes down: its params without credentials, under its jobId
-    /// (one is given here when the client gave none, so the file can be named before the
+    /// (one is given here when the client gave none, so the row has its key before the
     /// job is registered).
     func durableRecord(_ method: String, _ params: JSONValue?, model: inout RequestModel,
-                       resuming: DurableStore.Record?) -> DurableStore.Record {
+                       resuming: DurableStore.Record?) throws -> DurableStore.Record {
         let jobID = model.jobID ?? "job-\(jobs.freshTransferID())"
         model.jobID = jobID
-        return DurableStore.Record(jobID: jobID, method: method, params: DurableStore.storable(params, jobID: jobID),
+        return DurableStore.Record(jobID: jobID, method: method, params: try DurableStore.storable(params, jobID: jobID),
                                    restarts: resuming.map { $0.restarts + 1 } ?? 0, sessionURL: resuming?.sessionURL)
     }
 

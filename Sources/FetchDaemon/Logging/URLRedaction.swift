@@ -143,6 +143,11 @@ enum URLRedaction {
         return changed ? out : nil
     }
 
+    /// Whether the URL carries a userinfo password (`scheme://user:PASS@host`).
+    static func hasPassword(_ url: String) -> Bool {
+        passwordRange(Array(url.utf8)) != nil
+    }
+
     /// Where the userinfo password is: after `scheme://user:` and before the last `@` of the
     /// authority. Nil without one (or when it is empty).
     private static func passwordRange(_ url: [UInt8]) -> (Int, Int)? {

@@ -49,7 +49,7 @@ struct DownloadMethod: DurableJobMethod {
 
     func spec(_ raw: JSONValue?, resuming: DurableStore.Record?) throws -> JobSpec {
         var params = try Params(raw, policy: policy)
-        let durableRecord = params.durable ? driver.durableRecord(Self.name, raw, model: &params.model, resuming: resuming) : nil
+        let durableRecord = params.durable ? try driver.durableRecord(Self.name, raw, model: &params.model, resuming: resuming) : nil
         let part = PartFile(finalPath: params.path)
         try checkDestination(params)
         let partStage = PartFileStage(part: part, resume: params.resume, durable: params.fsync, errorBodyLimit: Self.errorBodyLimit)

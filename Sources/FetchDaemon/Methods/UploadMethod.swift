@@ -107,7 +107,7 @@ struct UploadMethod: DurableJobMethod {
 
     func spec(_ raw: JSONValue?, resuming: DurableStore.Record?) throws -> JobSpec {
         var params = try Params(raw, policy: policy)
-        let durableRecord = params.durable ? driver.durableRecord(Self.name, raw, model: &params.model, resuming: resuming) : nil
+        let durableRecord = params.durable ? try driver.durableRecord(Self.name, raw, model: &params.model, resuming: resuming) : nil
         let requested = params.files
         // Strict by default: an unreadable file stops the upload before anything is sent.
         var failedFiles: [String] = []

@@ -9,6 +9,12 @@ final class SQLiteDatabase {
         let code: Int32
         let message: String
         var description: String { "sqlite \(code): \(message)" }
+        /// The file is damaged or not a database (SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_FORMAT),
+        /// as opposed to busy, read-only or out of space: the owner moves such a file aside.
+        var isDamage: Bool {
+            let primary = code & 0xff
+            return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB || primary == SQLITE_FORMAT
+        }
     }
 
     /// A value bound to or read from a statement.
