@@ -35,6 +35,7 @@ extension RequestModel {
             maxRedirects: maxRedirects, maxBodyBytes: maxBodyBytes)
         request.cookieJar = cookieJar
         request.removedHeaders = removedHeaders
+        request.recordsExchange = exchange
         routing.apply(to: &request)
         return request
     }
@@ -52,6 +53,9 @@ extension RequestModel {
         if let maxAttempts = retry.maxAttempts { policy.maxAttempts = maxAttempts }
         if let maxInterval = retry.maxInterval { policy.maxInterval = maxInterval }
         if let statuses = retry.statuses { policy.statuses = Set(statuses) }
+        policy.delay = retry.delay
+        policy.maxElapsed = retry.maxElapsed
+        if let allErrors = retry.allErrors { policy.allErrors = allErrors }
         return policy
     }
 }
