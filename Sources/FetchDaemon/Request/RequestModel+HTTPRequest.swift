@@ -26,7 +26,9 @@ extension RequestModel {
             engineBody = .file(path: path)
             contentType = "application/octet-stream"
         }
-        if let contentType, !headers.contains(where: { $0.name.lowercased() == "content-type" }) {
+        // A Content-Type given as null leaves the body without one (curl's -T sends none).
+        if let contentType, !headers.contains(where: { $0.name.lowercased() == "content-type" }),
+           !removedHeaders.contains(where: { $0.lowercased() == "content-type" }) {
             headers.append(HTTPHeader("Content-Type", contentType))
         }
         var request = HTTPRequest(

@@ -55,7 +55,10 @@ enum ResponseFields {
             "timings": timings(response.timings, queuedMs: job.pipeline.queuedMs),
             "remoteAddress": response.remoteAddress.map(JSONValue.string) ?? .null,
         ]
-        if job.spec.model.exchange { result["exchange"] = exchange(job: job, response: response) }
+        if job.spec.model.exchange {
+            result["exchange"] = exchange(job: job, response: response)
+            result["sentBytes"] = .integer(response.sentBytes)
+        }
         return result
     }
 
