@@ -24,6 +24,13 @@ enum ErrorMapping {
             return RPCError(.fileError, "File error: \(failed.error.detail)", data: [
                 "path": .string(failed.error.filePath ?? ""), "detail": .string(failed.error.detail),
             ])
+        case let failed as JobFailed where failed.error.kind == .protocol && failed.error.curlCode == 1:
+            // The request's own URL is http or https (checked before it starts): libcurl's
+            // "unsupported protocol" is a redirect elsewhere (CURLOPT_REDIR_PROTOCOLS_STR).
+            return RPCError(.notAllowed, "Not allowed", data: [
+                "detail": .string("a redirect to a scheme other than http or https is refused (\(failed.error.detail))"),
+                "jobId": .string(failed.jobID), "attempts": JSONValue(failed.attempts),
+            ])
         case let failed as JobFailed:
             var data: JSONObject = [
                 "jobId": .string(failed.jobID), "kind": .string(failed.error.kind.rawValue),
