@@ -24,9 +24,10 @@ enum ErrorMapping {
             return RPCError(.fileError, "File error: \(failed.error.detail)", data: [
                 "path": .string(failed.error.filePath ?? ""), "detail": .string(failed.error.detail),
             ])
-        case let failed as JobFailed where failed.error.kind == .protocol && failed.error.curlCode == 1:
+        case let failed as JobFailed where failed.error.curlCode == 1 && failed.error.detail.hasPrefix("Protocol \""):
             // The request's own URL is http or https (checked before it starts): libcurl's
-            // "unsupported protocol" is a redirect elsewhere (CURLOPT_REDIR_PROTOCOLS_STR).
+            // `Protocol "x" not supported` is a redirect elsewhere (CURLOPT_REDIR_PROTOCOLS_STR).
+            // (CURLE_UNSUPPORTED_PROTOCOL is also an HTTP/0.9 answer: that stays -32001.)
             return RPCError(.notAllowed, "Not allowed", data: [
                 "detail": .string("a redirect to a scheme other than http or https is refused (\(failed.error.detail))"),
                 "jobId": .string(failed.jobID), "attempts": JSONValue(failed.attempts),

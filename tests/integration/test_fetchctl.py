@@ -138,7 +138,7 @@ class TestFetchctlRequest(FetchctlCase):
     def test_get_moves_data_to_query(self):
         e = self.echo("-G", "-d", "a=1", "--data-urlencode", "q=x y&z")
         self.assertEqual(e["method"], "GET")
-        self.assertEqual(e["query"], "a=1&q=x%20y%26z")
+        self.assertEqual(e["query"], "a=1&q=x+y%26z")  # a space as '+', as curl 7.88 encodes it
 
     def test_special_characters_are_not_pasted(self):
         tricky = 'quote " backslash \\ newline\n tab\t brace } $(id) `id`'
