@@ -129,6 +129,10 @@ class RecordingProxy(http.server.BaseHTTPRequestHandler):
         relay(self.connection, upstream, idle=10)
         self.close_connection = True
 
+    def do_PUT(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.do_GET()
+
     def do_GET(self):
         RecordingProxy.seen.append({"line": self.requestline, "auth": self.headers.get("Proxy-Authorization")})
         body = b"via proxy"
@@ -235,6 +239,39 @@ class TestProxyTunnels(DaemonTestCase):
             self.assertNotIn("s3cret", open(self.daemon.stderr_path).read())
         finally:
             socks.stop()
+
+
+class TestExchange(DaemonTestCase):
+    """exchange: true: every hop's headers as sent and received, never a rule's or a proxy's secret."""
+
+    def test_hops_in_order_and_secrets_hidden(self):
+        host = "127.0.0.1:" + self.srv.test_url.rsplit(":", 1)[1]
+        self.c.call("setAuth", {"host": host, "type": "bearer", "token": "t0ken-from-rule"})
+        try:
+            r = self.c.call("fetch", {"url": self.srv.test_url + "/redirect/1", "exchange": True, "headers": {"X-Mine": "1"}})
+        finally:
+            self.c.call("setAuth", {"host": host, "type": None})
+        hops = r["exchange"]
+        self.assertEqual([(h["method"], h["status"], h["statusText"]) for h in hops], [("GET", 302, "Found"), ("GET", 200, "OK")])
+        self.assertEqual(hops[1]["url"], self.srv.test_url + "/redirect/0")
+        sent = dict(hops[0]["requestHeaders"])
+        self.assertEqual((sent["Host"], sent["X-Mine"]), (host, "1"))
+        self.assertEqual(sent["Authorization"], "<redacted>")
+        self.assertNotIn("t0ken-from-rule", json.dumps(r))
+        self.assertEqual([k for k, _ in hops[0]["responseHeaders"]][-1], "Location")
+        self.assertEqual(r["sentBytes"], 0)
+        self.assertNotIn("exchange", self.c.call("fetch", {"url": self.srv.test_url + "/status/200"}))
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RecordingProxy)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            r = self.c.call("fetch", {"url": self.srv.test_url + "/status/200", "exchange": True, "body": "abc", "method": "PUT",
+                                      "proxy": f"http://u:pr0xy-pass@127.0.0.1:{server.server_address[1]}"})
+            self.assertEqual(dict(r["exchange"][0]["requestHeaders"])["Proxy-Authorization"], "<redacted>")
+            self.assertNotIn("pr0xy-pass", json.dumps(r))
+            self.assertEqual(r["sentBytes"], 3)
+        finally:
+            server.shutdown()
+            server.server_close()
 
 
 class TestRedirectSchemes(DaemonTestCase):
