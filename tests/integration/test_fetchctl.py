@@ -595,6 +595,10 @@ class TestFetchctlAsCurl(FetchctlCase):
                 got = sorted(json.loads(ours.stdout)["cookie"].split("; "))
                 self.assertEqual(got, sorted(json.loads(curl.stdout)["cookie"].split("; ")))
                 self.assertEqual(got, ["a=1", "long=3", "z=2"])
+            # The order curl sends its own file's cookies in (RFC 6265 5.4: earlier created first).
+            curl = subprocess.run(["curl", "-s", "-b", jc, t + "/cookies"], capture_output=True)
+            ours = self.ctl("fetch", "-s", "-b", jc, t + "/cookies")
+            self.assertEqual(json.loads(ours.stdout)["cookie"], json.loads(curl.stdout)["cookie"])
             # Cookie data, and no jar at all by default (curl keeps none between runs).
             ours = self.ctl("fetch", "-s", "-b", "x=9", t + "/cookies")
             self.assertEqual(json.loads(ours.stdout)["cookie"], "x=9")

@@ -274,6 +274,33 @@ class TestExchange(DaemonTestCase):
             server.server_close()
 
 
+class TestCookieOrder(DaemonTestCase):
+    """RFC 6265 5.4: among cookies of equal path, the earlier-created first (libcurl 7.88 sends
+    its newest first); a replaced cookie keeps its place; a longer path goes first."""
+
+    def sent(self, jar):
+        return self.c.call("fetch", {"url": self.srv.test_url + "/cookies", "cookieJar": jar})["body"]
+
+    def set(self, jar, query):
+        self.c.call("fetch", {"url": self.srv.test_url + "/set-cookie?" + query, "cookieJar": jar})
+
+    def test_earlier_created_first(self):
+        self.set("ord", "a=1&z=2&m=3")
+        self.assertEqual(json.loads(self.sent("ord"))["cookie"], "a=1; z=2; m=3")
+        self.set("ord", "b=4")
+        self.assertEqual(json.loads(self.sent("ord"))["cookie"], "a=1; z=2; m=3; b=4")
+        self.set("ord", "z=9")
+        self.assertEqual(json.loads(self.sent("ord"))["cookie"], "a=1; z=9; m=3; b=4")
+        self.set("ord", "raw=p%3D5%3B%20Path%3D%2Fcookies")
+        self.assertEqual(json.loads(self.sent("ord"))["cookie"], "p=5; a=1; z=9; m=3; b=4")
+        self.c.call("clearCookies", {"cookieJar": "ord", "domain": "no-such.example"})
+        self.assertEqual(json.loads(self.sent("ord"))["cookie"], "p=5; a=1; z=9; m=3; b=4")
+        host = "127.0.0.1"
+        self.c.call("setCookies", {"cookieJar": "ord2", "cookies": [
+            {"name": n, "value": "v", "domain": host, "path": "/"} for n in ("y", "c", "x")]})
+        self.assertEqual(json.loads(self.sent("ord2"))["cookie"], "y=v; c=v; x=v")
+
+
 class TestRedirectSchemes(DaemonTestCase):
     """Only http and https, redirects included: a redirect to file:// or ftp:// is refused
     with -32004 and its target is never read."""
