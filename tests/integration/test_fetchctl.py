@@ -698,6 +698,8 @@ class TestFetchctlCurlTable(FetchctlCase):
         (["-sI", "{n}/small.txt"], "out"),
         (["-s", "-D", "-", "-o", "/dev/null", "{t}/status/200"], "out"),
         (["-s", "-D", "headers.out", "{t}/status/200"], "out files"),
+        (["-s", "-D", "headers.out", "{t}/status/201", "-I", "{t}/status/202"], "out files"),
+        (["-s", "-I", "-o", "head.out", "{t}/status/200"], "out files"),
         (["-s", "-o", "body.out", "{n}/small.txt"], "out files"),
         (["-s", "-o", "error.out", "-w", "%{filename_effective}", "{t}/status/404"], "out files"),
         (["-s", "-O", "{n}/small.txt"], "out files"),
