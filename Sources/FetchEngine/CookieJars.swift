@@ -92,9 +92,16 @@ final class CookieJars {
             order[key(cookie)] = nextCreated
             nextCreated += 1
         }
-        created[name] = order
-        guard cookies.count > 1 else { return }
-        reload(cookies, in: name)
+        let live = Set(cookies.map(key))
+        created[name] = order.filter { live.contains($0.key) }
+        // Only cookies of a new one's domain can tie with it: of the cookies one request
+        // sends, those of equal domain length share the domain. Those alone are put back
+        // (an expiry in the past deletes one cookie), so the cost is the domain's, not the jar's.
+        let domains = Set(fresh.map(\.domain))
+        let affected = cookies.filter { domains.contains($0.domain) }
+        guard affected.count > 1 else { return }
+        add(affected.map { var gone = $0; gone.expires = 1; return gone }, in: name)
+        add(affected.sorted { (order[key($0)] ?? 0) > (order[key($1)] ?? 0) }, in: name)
     }
 
     private static func key(_ cookie: Cookie) -> String { "\(cookie.name)\t\(cookie.domain)\t\(cookie.path)" }
