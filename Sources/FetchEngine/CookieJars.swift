@@ -19,6 +19,8 @@ final class CookieJars {
     /// (lib/cookie.c cookie_sort, 7.88) puts its newest first. See `keepCreationOrder`.
     private var created: [String: [String: UInt64]] = [:]
     private var nextCreated: UInt64 = 0
+    /// Per jar, the names its cookies had at the last listing.
+    private var names: [String: Set<String>] = [:]
 
     /// Points a transfer's handle at its jar, or at none. Always set, because a pooled
     /// handle keeps its previous share across curl_easy_reset.
@@ -67,6 +69,7 @@ final class CookieJars {
     /// Empties the jar.
     func clear(_ name: String) {
         created[name] = nil
+        names[name] = nil
         guard let share = share(named: name, create: false), let editor = editor(on: share) else { return }
         fetchd_easy_setopt_str(editor, CURLOPT_COOKIELIST, "ALL")
     }
@@ -79,7 +82,12 @@ final class CookieJars {
     /// so the oldest is then sent first, as RFC 6265 5.4 asks. A replaced cookie keeps its
     /// place (5.3 step 11.3).
     func keepCreationOrder(_ name: String, arrived: [String]) {
+        // Listing the jar costs as much as the jar is big: skipped when every name that came
+        // is one the jar already had (a cookie replaced keeps its place). A new cookie of a
+        // known name, or one set by a redirect's hop only, is numbered at the next listing.
+        guard !arrived.isEmpty, !arrived.allSatisfy({ names[name]?.contains($0) ?? false }) else { return }
         let cookies = cookies(in: name)
+        names[name] = Set(cookies.map(\.name))
         var order = created[name] ?? [:]
         let key = Self.key
         let fresh = cookies.filter { order[key($0)] == nil }
@@ -129,6 +137,7 @@ final class CookieJars {
         for share in shares.values { curl_share_cleanup(share) }
         shares.removeAll()
         created.removeAll()
+        names.removeAll()
     }
 
     /// Whether a finished transfer may have stored cookies: a Set-Cookie in its last
