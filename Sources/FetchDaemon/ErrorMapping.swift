@@ -24,6 +24,14 @@ enum ErrorMapping {
             return RPCError(.fileError, "File error: \(failed.error.detail)", data: [
                 "path": .string(failed.error.filePath ?? ""), "detail": .string(failed.error.detail),
             ])
+        case let failed as JobFailed where failed.error.curlCode == 1 && failed.error.detail.hasPrefix("Protocol \""):
+            // The request's own URL is http or https (checked before it starts): libcurl's
+            // `Protocol "x" not supported` is a redirect elsewhere (CURLOPT_REDIR_PROTOCOLS_STR).
+            // (CURLE_UNSUPPORTED_PROTOCOL is also an HTTP/0.9 answer: that stays -32001.)
+            return RPCError(.notAllowed, "Not allowed", data: [
+                "detail": .string("a redirect to a scheme other than http or https is refused (\(failed.error.detail))"),
+                "jobId": .string(failed.jobID), "attempts": JSONValue(failed.attempts),
+            ])
         case let failed as JobFailed:
             var data: JSONObject = [
                 "jobId": .string(failed.jobID), "kind": .string(failed.error.kind.rawValue),

@@ -14,6 +14,13 @@ final class CookieJars {
     /// An easy handle never performed, used to read and edit a jar (CURLINFO_COOKIELIST,
     /// CURLOPT_COOKIELIST) by attaching it to that jar's share.
     private var editor: UnsafeMutableRawPointer?
+    /// Per jar, each cookie's place in the order the jar first got it (name, domain, path):
+    /// RFC 6265 5.4 sends earlier-created cookies first among equal paths, where libcurl
+    /// (lib/cookie.c cookie_sort, 7.88) puts its newest first. See `keepCreationOrder`.
+    private var created: [String: [String: UInt64]] = [:]
+    private var nextCreated: UInt64 = 0
+    /// Per jar, the names its cookies had at the last listing.
+    private var names: [String: Set<String>] = [:]
 
     /// Points a transfer's handle at its jar, or at none. Always set, because a pooled
     /// handle keeps its previous share across curl_easy_reset.
@@ -45,8 +52,14 @@ final class CookieJars {
         return cookies
     }
 
-    /// Adds or replaces cookies, as if read from a cookie file.
+    /// Adds or replaces cookies, as if read from a cookie file; those new to the jar are
+    /// taken as created in the order given.
     func store(_ cookies: [Cookie], in name: String) {
+        add(cookies, in: name)
+        keepCreationOrder(name, arrived: cookies.map(\.name))
+    }
+
+    private func add(_ cookies: [Cookie], in name: String) {
         guard !cookies.isEmpty, let share = share(named: name, create: true), let editor = editor(on: share) else { return }
         for cookie in cookies {
             fetchd_easy_setopt_str(editor, CURLOPT_COOKIELIST, cookie.netscapeLine)
@@ -55,8 +68,66 @@ final class CookieJars {
 
     /// Empties the jar.
     func clear(_ name: String) {
+        created[name] = nil
+        names[name] = nil
         guard let share = share(named: name, create: false), let editor = editor(on: share) else { return }
         fetchd_easy_setopt_str(editor, CURLOPT_COOKIELIST, "ALL")
+    }
+
+    /// After cookies may have been added (a transfer's Set-Cookie, `store`): numbers the
+    /// cookies new to the jar in the order they arrived (`arrived`: the names in Set-Cookie
+    /// order; others, from earlier redirect hops, before them by name), and when there are
+    /// new ones, loads the jar again newest first. libcurl stamps each cookie it adds with a
+    /// rising counter and sends the highest first among equal path, domain and name lengths,
+    /// so the oldest is then sent first, as RFC 6265 5.4 asks. A replaced cookie keeps its
+    /// place (5.3 step 11.3).
+    func keepCreationOrder(_ name: String, arrived: [String]) {
+        // Listing the jar costs as much as the jar is big: skipped when every name that came
+        // is one the jar already had (a cookie replaced keeps its place). A new cookie of a
+        // known name, or one set by a redirect's hop only, is numbered at the next listing.
+        guard !arrived.isEmpty, !arrived.allSatisfy({ names[name]?.contains($0) ?? false }) else { return }
+        let cookies = cookies(in: name)
+        names[name] = Set(cookies.map(\.name))
+        var order = created[name] ?? [:]
+        let key = Self.key
+        let fresh = cookies.filter { order[key($0)] == nil }
+        guard !fresh.isEmpty else { return }
+        let position = Dictionary(arrived.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+        for cookie in fresh.sorted(by: { a, b in
+            let pa = position[a.name] ?? -1, pb = position[b.name] ?? -1
+            return pa != pb ? pa < pb : a.name < b.name
+        }) {
+            order[key(cookie)] = nextCreated
+            nextCreated += 1
+        }
+        let live = Set(cookies.map(key))
+        created[name] = order.filter { live.contains($0.key) }
+        // Only cookies of a new one's domain can tie with it: of the cookies one request
+        // sends, those of equal domain length share the domain. Those alone are put back
+        // (an expiry in the past deletes one cookie), so the cost is the domain's, not the jar's.
+        let domains = Set(fresh.map(\.domain))
+        let affected = cookies.filter { domains.contains($0.domain) }
+        guard affected.count > 1 else { return }
+        add(affected.map { var gone = $0; gone.expires = 1; return gone }, in: name)
+        add(affected.sorted { (order[key($0)] ?? 0) > (order[key($1)] ?? 0) }, in: name)
+    }
+
+    private static func key(_ cookie: Cookie) -> String { "\(cookie.name)\t\(cookie.domain)\t\(cookie.path)" }
+
+    /// Keeps only `kept` in the jar (libcurl cannot delete one cookie), in creation order.
+    func keepOnly(_ kept: [Cookie], in name: String) {
+        reload(kept, in: name)
+    }
+
+    /// Empties the jar and adds `cookies` back newest first (see `keepCreationOrder`).
+    private func reload(_ cookies: [Cookie], in name: String) {
+        guard let share = share(named: name, create: false), let editor = editor(on: share) else { return }
+        let key = Self.key
+        let live = Set(cookies.map(key))
+        let order = (created[name] ?? [:]).filter { live.contains($0.key) }
+        created[name] = order
+        fetchd_easy_setopt_str(editor, CURLOPT_COOKIELIST, "ALL")
+        add(cookies.sorted { (order[key($0)] ?? 0) > (order[key($1)] ?? 0) }, in: name)
     }
 
     /// Frees every share. Handles attached to them must have been cleaned up first.
@@ -65,6 +136,8 @@ final class CookieJars {
         editor = nil
         for share in shares.values { curl_share_cleanup(share) }
         shares.removeAll()
+        created.removeAll()
+        names.removeAll()
     }
 
     /// Whether a finished transfer may have stored cookies: a Set-Cookie in its last

@@ -208,6 +208,10 @@ final class EngineLoop: @unchecked Sendable {
             if last != transfer.lastProgress { onProgress(last) }
         }
         if let jar = transfer.request.cookieJar, CookieJars.mayHaveChanged(transfer, easy: easy) {
+            jars.keepCreationOrder(jar, arrived: transfer.responseHeaders.compactMap { header in
+                guard header.name.caseInsensitiveEquals("set-cookie") else { return nil }
+                return String(header.value.prefix { $0 != "=" }).trimmingBlanks()
+            })
             notifyCookiesChanged(jar)
         }
         var result = result

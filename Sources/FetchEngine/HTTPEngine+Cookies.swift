@@ -63,8 +63,7 @@ extension HTTPEngine {
                 let removed = live.filter { $0.isWithin(domain: domain) }
                 if !removed.isEmpty {
                     // libcurl cannot delete one cookie: empty the jar and put the rest back.
-                    jars.clear(jar)
-                    jars.store(live.filter { !$0.isWithin(domain: domain) }, in: jar)
+                    jars.keepOnly(live.filter { !$0.isWithin(domain: domain) }, in: jar)
                     self.loop.notifyCookiesChanged(jar)
                 }
                 continuation.resume(returning: removed.count)

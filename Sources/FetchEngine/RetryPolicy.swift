@@ -25,6 +25,14 @@ public struct RetryPolicy: Sendable, Equatable {
     /// Seconds.
     public var maxInterval: Double
     public var statuses: Set<Int>
+    /// Seconds: a fixed wait before each retry instead of the backoff (curl's --retry-delay);
+    /// the 3 x maxInterval budget then does not apply. A Retry-After still counts.
+    public var delay: Double?
+    /// Seconds from the job's start past which no retry begins (curl's --retry-max-time).
+    public var maxElapsed: Double?
+    /// Every failure of the network is retried, not only connect, reset and timeout (curl's
+    /// --retry-all-errors).
+    public var allErrors = false
 
     public init(enabled: Bool, maxAttempts: Int = 5, maxInterval: Double, statuses: Set<Int> = RetryPolicy.defaultStatuses) {
         self.enabled = enabled
@@ -63,10 +71,12 @@ public struct RetryPolicy: Sendable, Equatable {
     ///   - waitedSoFar: seconds already spent waiting between attempts of this job.
     ///   - jitter: drawn once per job from 0..<1; it sets the first wait in 1..<2 s.
     ///   - now: the wall clock, for a Retry-After given as a date.
-    public func decide(attempt: Int, outcome: Outcome, waitedSoFar: Double, jitter: Double, now: Date) -> Decision {
+    ///   - elapsed: seconds since the job began (for `maxElapsed`).
+    public func decide(attempt: Int, outcome: Outcome, waitedSoFar: Double, jitter: Double, now: Date,
+                       elapsed: Double = 0) -> Decision {
         guard enabled, attempt < maxAttempts else { return .stop }
         let reason: String
-        var wait = min((1 + jitter) * Glibc.pow(2, Double(attempt - 1)), maxInterval)
+        var wait = delay ?? min((1 + jitter) * Glibc.pow(2, Double(attempt - 1)), maxInterval)
         switch outcome {
         case .status(let status, let retryAfter):
             guard statuses.contains(status) else { return .stop }
@@ -76,10 +86,11 @@ public struct RetryPolicy: Sendable, Equatable {
                 wait = min(asked, maxInterval)
             }
         case .failure(let kind):
-            guard Self.retriedFailures.contains(kind) else { return .stop }
+            guard allErrors || Self.retriedFailures.contains(kind) else { return .stop }
             reason = kind.rawValue
         }
-        guard waitedSoFar + wait <= 3 * maxInterval else { return .stop }
+        guard delay != nil || waitedSoFar + wait <= 3 * maxInterval else { return .stop }
+        if let maxElapsed, elapsed + wait > maxElapsed { return .stop }
         return .retry(after: wait, reason: reason)
     }
 }

@@ -92,4 +92,33 @@ final class RetryPolicyTests: XCTestCase {
         XCTAssertNil(RetryAfter.seconds(from: "soon", now: now))
         XCTAssertEqual(RetryAfter.seconds(from: "  7\t", now: now), 7, "blanks around delay-seconds")
     }
+    func testFixedDelayReplacesTheBackoffAndItsBudget() {
+        var policy = RetryPolicy.defaults(for: "GET")
+        policy.maxAttempts = 6
+        policy.delay = 70  // past maxInterval (60) and, five times, past 3 x 60
+        XCTAssertEqual(waits(policy, outcome: .status(503, retryAfter: nil), jitter: 0.9), [70, 70, 70, 70, 70])
+        policy.delay = 0
+        XCTAssertEqual(waits(policy, outcome: .failure(.connect), jitter: 0.9), [0, 0, 0, 0, 0])
+        policy.delay = 2
+        XCTAssertEqual(policy.decide(attempt: 1, outcome: .status(503, retryAfter: "5"), waitedSoFar: 0, jitter: 0, now: now),
+                       .retry(after: 5, reason: "status 503"), "a Retry-After still counts")
+    }
+
+    func testNoRetryBeginsPastMaxElapsed() {
+        var policy = RetryPolicy.defaults(for: "GET")
+        policy.maxElapsed = 10
+        XCTAssertEqual(policy.decide(attempt: 1, outcome: .failure(.reset), waitedSoFar: 0, jitter: 0, now: now, elapsed: 8.5),
+                       .retry(after: 1, reason: "reset"))
+        XCTAssertEqual(policy.decide(attempt: 1, outcome: .failure(.reset), waitedSoFar: 0, jitter: 0, now: now, elapsed: 9.5), .stop)
+    }
+
+    func testAllErrorsRetriesEveryFailureKind() {
+        var policy = RetryPolicy.defaults(for: "GET")
+        XCTAssertEqual(policy.decide(attempt: 1, outcome: .failure(.dns), waitedSoFar: 0, jitter: 0, now: now), .stop)
+        policy.allErrors = true
+        XCTAssertEqual(policy.decide(attempt: 1, outcome: .failure(.dns), waitedSoFar: 0, jitter: 0, now: now),
+                       .retry(after: 1, reason: "dns"))
+        XCTAssertEqual(policy.decide(attempt: 1, outcome: .status(404, retryAfter: nil), waitedSoFar: 0, jitter: 0, now: now), .stop,
+                       "statuses are still the list's")
+    }
 }

@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -137,7 +138,7 @@ class TestFetchctlRequest(FetchctlCase):
     def test_get_moves_data_to_query(self):
         e = self.echo("-G", "-d", "a=1", "--data-urlencode", "q=x y&z")
         self.assertEqual(e["method"], "GET")
-        self.assertEqual(e["query"], "a=1&q=x%20y%26z")
+        self.assertEqual(e["query"], "a=1&q=x+y%26z")  # a space as '+', as curl 7.88 encodes it
 
     def test_special_characters_are_not_pasted(self):
         tricky = 'quote " backslash \\ newline\n tab\t brace } $(id) `id`'
@@ -526,6 +527,25 @@ class TestFetchctlAsCurl(FetchctlCase):
         self.same("-s", self.srv.nginx_tls_url + "/small.txt", code=60, stdout=b"", quiet=True)
         self.same("-s", "-f", t + "/status/500", code=22, stdout=b"", quiet=True)
 
+    def test_empty_reply_is_52(self):
+        import socket
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+
+        def serve():  # read the request, close without a byte of answer
+            for _ in range(2):
+                c, _ = listener.accept()
+                c.recv(65536)
+                c.close()
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        try:
+            self.same("-s", f"http://127.0.0.1:{listener.getsockname()[1]}/", code=52, stdout=b"", quiet=True)
+        finally:
+            t.join(5)
+            listener.close()
+
     def test_output_file_streams_a_large_body(self):
         # 80 MB: past fetch's in-memory limit (64 MiB), so -o FILE must stream (a download).
         name = "rw-80mb.bin"
@@ -575,6 +595,10 @@ class TestFetchctlAsCurl(FetchctlCase):
                 got = sorted(json.loads(ours.stdout)["cookie"].split("; "))
                 self.assertEqual(got, sorted(json.loads(curl.stdout)["cookie"].split("; ")))
                 self.assertEqual(got, ["a=1", "long=3", "z=2"])
+            # The order curl sends its own file's cookies in (RFC 6265 5.4: earlier created first).
+            curl = subprocess.run(["curl", "-s", "-b", jc, t + "/cookies"], capture_output=True)
+            ours = self.ctl("fetch", "-s", "-b", jc, t + "/cookies")
+            self.assertEqual(json.loads(ours.stdout)["cookie"], json.loads(curl.stdout)["cookie"])
             # Cookie data, and no jar at all by default (curl keeps none between runs).
             ours = self.ctl("fetch", "-s", "-b", "x=9", t + "/cookies")
             self.assertEqual(json.loads(ours.stdout)["cookie"], "x=9")
@@ -642,3 +666,160 @@ class TestFetchctlAsCurl(FetchctlCase):
             self.assertEqual((r.returncode, r.stdout), (0, b"2000000"), (tool, r.stderr))
             if tool == "fetchctl":  # curl 7.88 on loopback may let such a body through at once
                 self.assertGreater(time.monotonic() - t0, 2.0, tool)
+
+
+class TestFetchctlCurlTable(FetchctlCase):
+    """Issue 18's table: each curl flag fetchctl takes, run through real curl and through
+    `fetchctl fetch` against the same local server, comparing the exit status, what was
+    printed (stdout; stderr only as quiet or not), what the server received (the echo
+    endpoint's view of the request) and the files written. {t} is the test server, {n}
+    nginx, {tls} nginx over TLS, {ca} its CA, {d} a directory of input files."""
+
+    # (flags, what to compare besides the exit status: "out" stdout, "echo" the request
+    # the server saw, "quiet" whether stderr is empty, "files" the files written in cwd)
+    ROWS = [
+        (["-s", "{t}/status/201"], "out quiet"),
+        (["-d", "a=1&b=two", "-s", "{t}/echo"], "echo"),
+        (["-s", "-d", "@{d}/form.txt", "{t}/echo"], "echo"),
+        (["-s", "--data-binary", "@{d}/form.txt", "{t}/echo"], "echo"),
+        (["-s", "--data-urlencode", "q=a b&c", "{t}/echo"], "echo"),
+        (["-s", "--json", '{"a":1}', "{t}/echo"], "echo"),
+        (["-s", "-G", "-d", "a=1", "-d", "b=2", "{t}/echo"], "echo"),
+        (["-s", "-X", "DELETE", "{t}/echo"], "echo"),
+        (["-s", "-H", "X-A: 1", "-H", "Accept:", "-H", "X-Empty;", "{t}/echo"], "echo"),
+        (["-s", "-H", "@{d}/headers.txt", "{t}/echo"], "echo"),
+        (["-s", "-u", "ann:pw", "-A", "agent/1", "-e", "http://ref.example/", "{t}/echo"], "echo"),
+        (["-s", "-b", "x=1; y=2", "{t}/echo"], "echo"),
+        (["-s", "-T", "{d}/form.txt", "{t}/echo/"], "echo"),
+        (["-s", "-T", "{d}/form.txt", "{t}/echo/named"], "echo"),
+        (["-s", "-i", "{t}/status/201"], "out"),
+        (["-s", "-i", "-L", "{t}/redirect/2"], "out"),
+        (["-s", "-I", "{t}/status/200"], "out"),
+        (["-sI", "{n}/small.txt"], "out"),
+        (["-s", "-D", "-", "-o", "/dev/null", "{t}/status/200"], "out"),
+        (["-s", "-D", "headers.out", "{t}/status/200"], "out files"),
+        (["-s", "-D", "headers.out", "{t}/status/201", "-I", "{t}/status/202"], "out files"),
+        (["-s", "-I", "-o", "head.out", "{t}/status/200"], "out files"),
+        (["-s", "-o", "body.out", "{n}/small.txt"], "out files"),
+        (["-s", "-o", "error.out", "-w", "%{filename_effective}", "{t}/status/404"], "out files"),
+        (["-s", "-O", "{n}/small.txt"], "out files"),
+        (["-s", "--create-dirs", "-o", "a/b/c.txt", "{n}/small.txt"], "out files"),
+        (["-s", "-O", "{t}/"], "out files quiet"),
+        (["-s", "-o", "one.out", "-o", "two.out", "{t}/status/201", "{t}/status/202", "{t}/status/203"], "out files"),
+        (["-s", "-O", "{n}/small.txt", "{t}/status/202"], "out files"),
+        (["-s", "{t}/status/200", f"http://127.0.0.1:{closed_port()}/"], "out quiet"),
+        (["-s", f"http://127.0.0.1:{closed_port()}/", "{t}/status/200"], "out quiet"),
+        (["-s", "-f", "{t}/status/404"], "out quiet"),
+        (["-sS", "-f", "{t}/status/404"], "out"),
+        (["-s", "-f", "-i", "{t}/status/404"], "out"),
+        (["-s", "--fail-with-body", "{t}/status/404"], "out quiet"),
+        (["-s", "-w", "%{http_code} %{response_code} %{num_redirects} %{size_download} %{content_type}\\n", "-L", "{t}/redirect/1"], "out"),
+        (["-s", "-o", "/dev/null", "-w", "%{url_effective} %{remote_ip} %{exitcode} [%{errormsg}] %{size_upload}", "-d", "abc", "{t}/echo"], "out"),
+        (["-s", "-o", "/dev/null", "-w", "%{http_code} %{exitcode} %{errormsg}", "-f", "{t}/status/500"], "out"),
+        (["-s", "-o", "/dev/null", "-w", "%{header_json}", "{t}/headers-multi"], "out"),
+        (["-s", "-w", "%{http_version} %{method} %{scheme}", "-o", "/dev/null", "-I", "{t}/status/200"], "out"),
+        (["-sk", "{tls}/small.txt"], "out"),
+        (["-s", "--compressed", "{t}/gzip"], "out"),
+        (["-s", "--cacert", "{ca}", "--http1.1", "{tls}/proto"], "out"),
+        (["-s", "-r", "0-9", "{n}/small.txt"], "out"),
+        (["-s", "--max-redirs", "1", "-L", "{t}/redirect/3"], "out quiet"),
+        (["-s", "-m", "1", "{t}/slow-headers?ms=3000"], "out quiet"),
+        # (curl writes the body of every attempt, fetchctl only the last answer's; curl 7.88
+        # cannot retry into -o /dev/null, exit 23: -o FILE here)
+        (["-s", "--retry", "2", "--retry-delay", "0", "{t}/flaky/{key}?fail=2", "-o", "r.out", "-w", "%{http_code}"], "out files"),
+        (["-s", "--retry", "1", "--retry-delay", "0", "{t}/flaky/{key}?fail=2", "-o", "r.out", "-w", "%{http_code}"], "out"),
+        (["-s", "--retry", "1", "--retry-delay", "0", "--retry-all-errors", "-f", "{t}/flaky/{key}?fail=1&status=404"], "out"),
+        (["-s", "--retry", "3", "--retry-max-time", "1", "--retry-delay", "2", "{t}/flaky/{key}?fail=3", "-o", "r.out",
+          "-w", "%{http_code}"], "out"),
+        (["-s", "-K", "{d}/config.txt"], "echo"),
+        (["-s", "-T", "{d}/missing.txt", "{t}/echo/"], "out loud"),
+        (["-s", "-d", "@{d}/missing.txt", "{t}/echo"], "echo quiet"),
+        (["-s", "-o", "/dev/full", "{n}/small.txt"], "out quiet"),
+        (["-s", "-o", "no/such/dir/file", "{n}/small.txt"], "out quiet"),
+    ]
+
+    def prepare(self, d):
+        with open(os.path.join(d, "form.txt"), "w") as f:
+            f.write("a=1&b=2\nc=3\n")
+        with open(os.path.join(d, "headers.txt"), "w") as f:
+            f.write("X-One: 1\r\nX-Two: two words\n")
+        with open(os.path.join(d, "config.txt"), "w") as f:
+            f.write(f'# curl config\nurl = "{self.srv.test_url}/echo?from=config"\n'
+                    'header = "X-Cfg: two words"\n-H "X-Q: a\\"b"\nuser-agent: cfg-agent\ndata = a=1\n')
+
+    @staticmethod
+    def printed(out):
+        # The Date of two answers may differ by a second; the Server header is the same.
+        import re
+        return re.sub(rb"(?im)^date: [^\r\n]*", b"Date: -", out)
+
+    @staticmethod
+    def received(out):
+        """What the echo endpoint saw, without what only says which client sent it."""
+        echo = json.loads(out)
+        own = {"accept-encoding", "expect"}
+        headers = sorted((k.lower(), v) for k, v in echo["headers"]
+                         if k.lower() not in own and not (k.lower() == "user-agent" and v.startswith(("curl/", "fetchd/"))))
+        return {"method": echo["method"], "path": echo["path"], "query": echo["query"], "body": echo["body"], "headers": headers}
+
+    def files(self, d):
+        found = {}
+        for root, _, names in os.walk(d):
+            for name in names:
+                path = os.path.join(root, name)
+                with open(path, "rb") as f:
+                    found[os.path.relpath(path, d)] = self.printed(f.read())
+        return found
+
+    def test_flags_as_curl(self):
+        import uuid
+        with tempfile.TemporaryDirectory() as inputs:
+            self.prepare(inputs)
+            for flags, compare in self.ROWS:
+                key = uuid.uuid4().hex[:8]
+                subst = {"t": self.srv.test_url, "n": self.srv.nginx_url, "tls": self.srv.nginx_tls_url,
+                         "ca": self.srv.ca_file, "d": inputs, "key": key}
+                with self.subTest(flags=" ".join(flags)), tempfile.TemporaryDirectory() as dc, \
+                        tempfile.TemporaryDirectory() as df:
+                    args = list(flags)
+                    for name, value in subst.items():
+                        args = [a.replace("{" + name + "}", value) for a in args]
+                    curl = subprocess.run(["curl", *args], capture_output=True, timeout=30, cwd=dc)
+                    if "flaky" in " ".join(args):  # the server counts per key: a fresh one for fetchctl
+                        args = [a.replace(key, key + "f") for a in args]
+                    e = dict(os.environ)
+                    e.pop("FETCHD_SOCKET", None)
+                    ours = subprocess.run([FETCHCTL, "--socket", self.daemon.socket_path, "fetch", *args],
+                                          capture_output=True, timeout=30, cwd=df, env=e)
+                    self.assertEqual(ours.returncode, curl.returncode, f"curl stderr {curl.stderr!r}, fetchctl stderr {ours.stderr!r}")
+                    if "out" in compare:
+                        self.assertEqual(self.printed(ours.stdout), self.printed(curl.stdout))
+                    if "echo" in compare:
+                        self.assertEqual(self.received(ours.stdout), self.received(curl.stdout))
+                    if "quiet" in compare:
+                        self.assertEqual((ours.stderr == b"", curl.stderr == b""), (True, True), (ours.stderr, curl.stderr))
+                    if "loud" in compare:  # a message even with -s
+                        self.assertEqual((ours.stderr == b"", curl.stderr == b""), (False, False), (ours.stderr, curl.stderr))
+                    if "files" in compare:
+                        self.assertEqual(self.files(df), self.files(dc))
+
+    def test_verbose_shows_the_headers_as_curl(self):
+        url = self.srv.test_url + "/redirect/1"
+        curl = subprocess.run(["curl", "-sv", "-L", "-H", "X-V: 1", url], capture_output=True, timeout=30)
+        ours = self.ctl("fetch", "-sv", "-L", "-H", "X-V: 1", url)
+        self.assertEqual((ours.returncode, ours.stdout), (curl.returncode, curl.stdout))
+
+        def lines(err):
+            own = (b"> user-agent:", b"> accept-encoding:", b"< date:")
+            return [x for x in err.split(b"\n") if x[:2] in (b"> ", b"< ") and not x.lower().startswith(own)]
+        self.assertEqual(lines(ours.stderr), lines(curl.stderr))
+        self.assertEqual(len(lines(ours.stderr)), 21, ours.stderr)  # two hops: 5 + 5 request lines, 6 + 5 response lines
+        ours = self.ctl("fetch", "-v", self.srv.nginx_url + "/small.txt", "-o", "/dev/null")
+        self.assertIn(b"< HTTP/1.1 200 OK\r\n", ours.stderr)
+
+    def test_failure_message_says_attempts_and_time(self):
+        r = self.ctl("fetch", "--retry", "2", "--retry-delay", "0.2", f"http://127.0.0.1:{closed_port()}/")
+        self.assertEqual(r.returncode, 7, r.stderr)
+        self.assertRegex(r.stderr.decode(), r"3 attempts in [0-9]+\.[0-9]s")
+        r = self.ctl("fetch", "-sS", f"http://127.0.0.1:{closed_port()}/")
+        self.assertRegex(r.stderr.decode(), r"1 attempt in [0-9]+\.[0-9]s")

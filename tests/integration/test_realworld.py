@@ -116,6 +116,23 @@ class RecordingProxy(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def do_CONNECT(self):
+        """A tunnel (https through the proxy): recorded, then the bytes relayed both ways."""
+        import socket
+        from socks5 import relay
+        RecordingProxy.seen.append({"line": self.requestline, "auth": self.headers.get("Proxy-Authorization")})
+        host, port = self.path.rsplit(":", 1)
+        upstream = socket.create_connection((host, int(port)), timeout=10)
+        self.send_response(200, "Connection established")
+        self.end_headers()
+        self.wfile.flush()
+        relay(self.connection, upstream, idle=10)
+        self.close_connection = True
+
+    def do_PUT(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.do_GET()
+
     def do_GET(self):
         RecordingProxy.seen.append({"line": self.requestline, "auth": self.headers.get("Proxy-Authorization")})
         body = b"via proxy"
@@ -160,6 +177,166 @@ class TestProxy(DaemonTestCase):
             with self.assertRaises(RPCError) as cm:
                 self.c.call("fetch", {"url": url, "proxy": bad})
             self.assertEqual((cm.exception.code, cm.exception.data["field"]), (-32602, "proxy"), bad)
+
+
+class TestProxyTunnels(DaemonTestCase):
+    """https through an http proxy (CONNECT), and SOCKS5 (the daemon resolves) against
+    SOCKS5h (the proxy resolves), with credentials; fetchctl -x as curl -x."""
+    FETCHCTL = os.path.join(REPO, "clients", "fetchctl")
+
+    def test_connect_tunnel_to_a_tls_server(self):
+        import base64
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RecordingProxy)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        proxy = f"http://tun:n3l@127.0.0.1:{server.server_address[1]}"
+        url = self.srv.nginx_tls_url + "/small.txt"
+        target = url.split("/")[2]
+        try:
+            RecordingProxy.seen.clear()
+            r = self.c.call("fetch", {"url": url, "proxy": proxy, "caFile": self.srv.ca_file, "retry": False})
+            self.assertEqual((r["status"], r["body"]), (200, SMALL_TXT))
+            self.assertEqual(RecordingProxy.seen, [{"line": f"CONNECT {target} HTTP/1.1",
+                                                    "auth": "Basic " + base64.b64encode(b"tun:n3l").decode()}])
+            # The certificate is still the server's, checked through the tunnel.
+            with self.assertRaises(RPCError) as cm:
+                self.c.call("fetch", {"url": url, "proxy": proxy, "retry": False}, timeout=20)
+            self.assertEqual((cm.exception.data["kind"], cm.exception.data["curlCode"]), ("tls", 60))
+            for cmd in (["curl"], [self.FETCHCTL, "--socket", self.daemon.socket_path, "fetch"]):
+                r = subprocess.run(cmd + ["-s", "--cacert", self.srv.ca_file, "-x", proxy, url], capture_output=True, timeout=20)
+                self.assertEqual((r.returncode, r.stdout), (0, SMALL_TXT.encode()), (cmd[0], r.stderr))
+            self.assertEqual([x["line"] for x in RecordingProxy.seen[-2:]], [f"CONNECT {target} HTTP/1.1"] * 2)
+            self.assertNotIn("n3l", open(self.daemon.stderr_path).read())
+        finally:
+            server.shutdown()
+            server.server_close()
+
+    def test_socks5_and_socks5h(self):
+        from socks5 import Socks5Server
+        socks = Socks5Server(credentials=("sox", "s3cret")).start()
+        port = self.srv.test_url.rsplit(":", 1)[1]
+        try:
+            # socks5: the daemon resolves the name and hands the proxy an address.
+            r = self.c.call("fetch", {"url": self.srv.test_url + "/echo", "proxy": f"socks5://sox:s3cret@127.0.0.1:{socks.port}"})
+            self.assertEqual(r["status"], 200)
+            self.assertEqual(socks.seen[-1], {"command": 1, "atyp": "ipv4", "host": "127.0.0.1", "port": int(port), "user": "sox"})
+            # socks5h: the proxy resolves the name (a .invalid name only it knows).
+            url = f"http://fetchd-socks.invalid:{port}/echo"
+            r = self.c.call("fetch", {"url": url, "proxy": f"socks5h://sox:s3cret@127.0.0.1:{socks.port}"})
+            self.assertEqual(json.loads(r["body"])["path"], "/echo")
+            self.assertEqual(socks.seen[-1]["atyp"], "name")
+            self.assertEqual(socks.seen[-1]["host"], "fetchd-socks.invalid")
+            with self.assertRaises(RPCError) as cm:  # socks5 cannot resolve that name itself
+                self.c.call("fetch", {"url": url, "proxy": f"socks5://sox:s3cret@127.0.0.1:{socks.port}", "retry": False}, timeout=20)
+            self.assertEqual(cm.exception.code, -32001)
+            with self.assertRaises(RPCError) as cm:  # wrong password
+                self.c.call("fetch", {"url": url, "proxy": f"socks5h://sox:wrong@127.0.0.1:{socks.port}", "retry": False}, timeout=20)
+            self.assertEqual(cm.exception.data["kind"], "proxy", cm.exception.data)
+            for cmd in (["curl"], [self.FETCHCTL, "--socket", self.daemon.socket_path, "fetch"]):
+                r = subprocess.run(cmd + ["-s", "-x", f"socks5h://sox:s3cret@127.0.0.1:{socks.port}", url], capture_output=True, timeout=20)
+                self.assertEqual(r.returncode, 0, (cmd[0], r.stderr))
+                self.assertEqual(json.loads(r.stdout)["path"], "/echo")
+                self.assertEqual(socks.seen[-1]["host"], "fetchd-socks.invalid")
+            self.assertNotIn("s3cret", open(self.daemon.stderr_path).read())
+        finally:
+            socks.stop()
+
+
+class TestExchange(DaemonTestCase):
+    """exchange: true: every hop's headers as sent and received, never a rule's or a proxy's secret."""
+
+    def test_hops_in_order_and_secrets_hidden(self):
+        host = "127.0.0.1:" + self.srv.test_url.rsplit(":", 1)[1]
+        self.c.call("setAuth", {"host": host, "type": "bearer", "token": "t0ken-from-rule"})
+        try:
+            r = self.c.call("fetch", {"url": self.srv.test_url + "/redirect/1", "exchange": True, "headers": {"X-Mine": "1"}})
+        finally:
+            self.c.call("setAuth", {"host": host, "type": None})
+        hops = r["exchange"]
+        self.assertEqual([(h["method"], h["status"], h["statusText"]) for h in hops], [("GET", 302, "Found"), ("GET", 200, "OK")])
+        self.assertEqual(hops[1]["url"], self.srv.test_url + "/redirect/0")
+        sent = dict(hops[0]["requestHeaders"])
+        self.assertEqual((sent["Host"], sent["X-Mine"]), (host, "1"))
+        self.assertEqual(sent["Authorization"], "<redacted>")
+        self.assertNotIn("t0ken-from-rule", json.dumps(r))
+        self.assertEqual([k for k, _ in hops[0]["responseHeaders"]][-1], "Location")
+        self.assertEqual(r["sentBytes"], 0)
+        self.assertNotIn("exchange", self.c.call("fetch", {"url": self.srv.test_url + "/status/200"}))
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RecordingProxy)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            r = self.c.call("fetch", {"url": self.srv.test_url + "/status/200", "exchange": True, "body": "abc", "method": "PUT",
+                                      "proxy": f"http://u:pr0xy-pass@127.0.0.1:{server.server_address[1]}"})
+            self.assertEqual(dict(r["exchange"][0]["requestHeaders"])["Proxy-Authorization"], "<redacted>")
+            self.assertNotIn("pr0xy-pass", json.dumps(r))
+            self.assertEqual(r["sentBytes"], 3)
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+class TestCookieOrder(DaemonTestCase):
+    """RFC 6265 5.4: among cookies of equal path, the earlier-created first (libcurl 7.88 sends
+    its newest first); a replaced cookie keeps its place; a longer path goes first."""
+
+    def sent(self, jar):
+        return self.c.call("fetch", {"url": self.srv.test_url + "/cookies", "cookieJar": jar})["body"]
+
+    def set(self, jar, query):
+        self.c.call("fetch", {"url": self.srv.test_url + "/set-cookie?" + query, "cookieJar": jar})
+
+    def test_earlier_created_first(self):
+        self.set("ord", "a=1&z=2&m=3")
+        self.assertEqual(json.loads(self.sent("ord"))["cookie"], "a=1; z=2; m=3")
+        self.set("ord", "b=4")
+        self.assertEqual(json.loads(self.sent("ord"))["cookie"], "a=1; z=2; m=3; b=4")
+        self.set("ord", "z=9")
+        self.assertEqual(json.loads(self.sent("ord"))["cookie"], "a=1; z=9; m=3; b=4")
+        self.set("ord", "raw=p%3D5%3B%20Path%3D%2Fcookies")
+        self.assertEqual(json.loads(self.sent("ord"))["cookie"], "p=5; a=1; z=9; m=3; b=4")
+        self.c.call("clearCookies", {"cookieJar": "ord", "domain": "no-such.example"})
+        self.assertEqual(json.loads(self.sent("ord"))["cookie"], "p=5; a=1; z=9; m=3; b=4")
+        host = "127.0.0.1"
+        self.c.call("setCookies", {"cookieJar": "ord2", "cookies": [
+            {"name": n, "value": "v", "domain": host, "path": "/"} for n in ("y", "c", "x")]})
+        self.assertEqual(json.loads(self.sent("ord2"))["cookie"], "y=v; c=v; x=v")
+
+
+class TestRedirectSchemes(DaemonTestCase):
+    """Only http and https, redirects included: a redirect to file:// or ftp:// is refused
+    with -32004 and its target is never read."""
+
+    def test_redirect_to_file_and_ftp_refused(self):
+        import socket
+        from urllib.parse import quote
+        with tempfile.TemporaryDirectory() as d:
+            fifo = os.path.join(d, "target")
+            os.mkfifo(fifo)
+            opened = threading.Event()
+
+            def writer():  # open() returns only once someone opens the FIFO to read it
+                with open(fifo, "wb") as f:
+                    opened.set()
+                    f.write(b"secret")
+            t = threading.Thread(target=writer, daemon=True)
+            t.start()
+            listener = socket.socket()
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            listener.settimeout(0.3)
+            try:
+                for target in ("file://" + fifo, f"ftp://127.0.0.1:{listener.getsockname()[1]}/x"):
+                    with self.assertRaises(RPCError) as cm:
+                        self.c.call("fetch", {"url": self.srv.test_url + "/redirect-to?url=" + quote(target, safe="")}, timeout=20)
+                    self.assertEqual(cm.exception.code, -32004, cm.exception)
+                    self.assertIn("redirect", cm.exception.data["detail"])
+                self.assertFalse(opened.is_set(), "the file:// target was opened")
+                with self.assertRaises(socket.timeout):
+                    listener.accept()  # nobody connected to the ftp:// target
+            finally:
+                listener.close()
+                with open(fifo, "rb") as f:  # let the writer go
+                    f.read()
+                t.join(5)
 
 
 class TestProxyEnvironment(unittest.TestCase):

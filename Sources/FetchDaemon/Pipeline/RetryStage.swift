@@ -20,8 +20,10 @@ final class RetryStage: Stage {
         // Drawn at the first retry: no getrandom per request.
         if state.jitter == nil { state.jitter = Double.random(in: 0..<1) }
         state.failures += 1
+        let elapsed = ContinuousClock.now - job.startedAt
         let decision = job.spec.retryPolicy.decide(attempt: state.failures, outcome: judged, waitedSoFar: state.waited,
-                                                   jitter: state.jitter ?? 0, now: Date())
+                                                   jitter: state.jitter ?? 0, now: Date(),
+                                                   elapsed: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
         guard case .retry(let wait, let reason) = decision else {
             job.pipeline.retry = state
             return .pass

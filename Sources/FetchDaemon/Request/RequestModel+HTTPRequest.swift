@@ -26,7 +26,9 @@ extension RequestModel {
             engineBody = .file(path: path)
             contentType = "application/octet-stream"
         }
-        if let contentType, !headers.contains(where: { $0.name.lowercased() == "content-type" }) {
+        // A Content-Type given as null leaves the body without one (curl's -T sends none).
+        if let contentType, !headers.contains(where: { $0.name.lowercased() == "content-type" }),
+           !removedHeaders.contains(where: { $0.lowercased() == "content-type" }) {
             headers.append(HTTPHeader("Content-Type", contentType))
         }
         var request = HTTPRequest(
@@ -35,6 +37,7 @@ extension RequestModel {
             maxRedirects: maxRedirects, maxBodyBytes: maxBodyBytes)
         request.cookieJar = cookieJar
         request.removedHeaders = removedHeaders
+        request.recordsExchange = exchange
         routing.apply(to: &request)
         return request
     }
@@ -52,6 +55,9 @@ extension RequestModel {
         if let maxAttempts = retry.maxAttempts { policy.maxAttempts = maxAttempts }
         if let maxInterval = retry.maxInterval { policy.maxInterval = maxInterval }
         if let statuses = retry.statuses { policy.statuses = Set(statuses) }
+        policy.delay = retry.delay
+        policy.maxElapsed = retry.maxElapsed
+        if let allErrors = retry.allErrors { policy.allErrors = allErrors }
         return policy
     }
 }

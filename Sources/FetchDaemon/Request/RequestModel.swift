@@ -26,6 +26,9 @@ struct RequestModel: Sendable {
         var maxAttempts: Int?
         var maxInterval: Double?
         var statuses: [Int]?
+        var delay: Double?
+        var maxElapsed: Double?
+        var allErrors: Bool?
     }
 
     var url: RequestURL
@@ -47,6 +50,9 @@ struct RequestModel: Sendable {
     var cookieJar: String? = "default"
     var priority = 0
     var progress = false
+    /// `exchange: true`: the result carries each hop's request and response headers as sent
+    /// and received (fetchctl's -i, -D, -v).
+    var exchange = false
     var jobID: String?
     var detach = false
     var comment: String?
@@ -127,6 +133,7 @@ struct RequestModel: Sendable {
         }
         if let priority = try params.integer("priority", in: -1_000_000...1_000_000) { self.priority = priority }
         if let progress = try params.bool("progress") { self.progress = progress }
+        if let exchange = try params.bool("exchange") { self.exchange = exchange }
         if let jobID = try params.string("jobId") {
             guard !jobID.isEmpty, jobID.utf8.count <= 200 else {
                 throw RPCError.invalidParams(field: params.field("jobId"), "must be 1 to 200 bytes")
@@ -177,6 +184,9 @@ struct RequestModel: Sendable {
             setting.enabled = true
             setting.maxAttempts = try reader.integer("maxAttempts", in: 1...100)
             setting.maxInterval = try reader.number("maxInterval", in: 0.001...86_400)
+            setting.delay = try reader.number("delay", in: 0...86_400)
+            setting.maxElapsed = try reader.number("maxElapsed", in: 0.001...86_400)
+            setting.allErrors = try reader.bool("allErrors")
             if let statuses = try reader.array("statuses") {
                 setting.statuses = try statuses.enumerated().map { index, value in
                     guard let status = value.integerValue, (100...599).contains(status) else {

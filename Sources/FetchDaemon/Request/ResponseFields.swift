@@ -43,7 +43,7 @@ enum ResponseFields {
     static func common(job: Job, response: HTTPResponse) -> JSONObject {
         let elapsed = ContinuousClock.now - job.startedAt
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-        return [
+        var result: JSONObject = [
             "jobId": .string(job.id),
             "status": JSONValue(response.status),
             "url": .string(response.url),
@@ -55,6 +55,32 @@ enum ResponseFields {
             "timings": timings(response.timings, queuedMs: job.pipeline.queuedMs),
             "remoteAddress": response.remoteAddress.map(JSONValue.string) ?? .null,
         ]
+        if job.spec.model.exchange {
+            result["exchange"] = exchange(job: job, response: response)
+            result["sentBytes"] = .integer(response.sentBytes)
+        }
+        return result
+    }
+
+    /// `exchange: true`: each hop of the last attempt, headers in order and as written on
+    /// the wire. A credential an auth rule added, and a proxy's, is never shown.
+    static func exchange(job: Job, response: HTTPResponse) -> JSONValue {
+        var redaction = Redaction(enabled: false, ruleSecrets: job.attemptRecords.last?.ruleSecrets ?? [])
+        if let request = job.attemptRecords.last?.request { redaction.learn(from: request, hops: response.exchange) }
+        func pairs(_ headers: [HTTPHeader]) -> JSONValue {
+            .array(headers.map { header in
+                let shown = header.name.lowercased() == "proxy-authorization" ? HTTPHeader(header.name, Redaction.mask)
+                    : redaction.header(header)
+                return [.string(shown.name), .string(shown.value)]
+            })
+        }
+        return .array(response.exchange.map { hop in
+            [
+                "url": .string(redaction.url(hop.url)), "method": .string(hop.method), "httpVersion": .string(hop.httpVersion),
+                "status": .integer(Int64(hop.status)), "statusText": .string(hop.statusText),
+                "requestHeaders": pairs(hop.requestHeaders), "responseHeaders": pairs(hop.responseHeaders),
+            ]
+        })
     }
 
     /// curl's time_* of the last attempt, from its start, in milliseconds.
