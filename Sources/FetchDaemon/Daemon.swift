@@ -3,6 +3,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import JSONRPC
+internal import CLinux
 
 /// Joins the engine and the JSON-RPC layer: owns the engine, the jobs and the socket server
 /// and passes them down to the methods. Nothing here is global.
@@ -17,6 +18,10 @@ public final class Daemon: Sendable {
     private let cookieFile: CookiePersister?
     private let credentials: CredentialStore
     private let durable: DurableStore
+    private let metricsListener: MetricsListener?
+    private let systemd: Systemd
+    /// Dispatch sources are thread-safe; resumed once in start, cancelled once in shutdown.
+    private nonisolated(unsafe) let watchdogTimer: (any DispatchSourceTimer)?
     /// Starts the durable jobs a daemon before left unfinished (`start`).
     private let resumeDurable: @Sendable (DurableStore.Record) throws -> Void
 
@@ -28,8 +33,17 @@ public final class Daemon: Sendable {
                 ? "open-file limit \(limit.to) (the hard limit)"
                 : "open-file limit raised from \(limit.from) to \(limit.to) (the hard limit)")
         }
-        socketPath = SocketPath.resolve(flag: options.socketPath, environment: environment, uid: getuid())
-        try SocketPath.prepare(socketPath: socketPath, uid: getuid())
+        let systemd = try Systemd.fromEnvironment(environment)
+        self.systemd = systemd
+        if let passed = systemd.listenFD {
+            // systemd made the socket (its mode and directory are the unit's): serve it as it is.
+            var name = [CChar](repeating: 0, count: 128)
+            socketPath = fetchd_socket_path(passed, &name, UInt(name.count)) > 0
+                ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "(socket from systemd)"
+        } else {
+            socketPath = SocketPath.resolve(flag: options.socketPath, environment: environment, uid: getuid())
+            try SocketPath.prepare(socketPath: socketPath, uid: getuid())
+        }
         engine = HTTPEngine(settings: EngineSettings(
             caFile: options.caFile, userAgent: "fetchd/\(FetchdVersion.text)", spinMicroseconds: options.spinMicroseconds))
         // Loaded before the socket exists, so the first request already sees the cookies.
@@ -59,8 +73,13 @@ public final class Daemon: Sendable {
         let policy = FilePolicy(allowedDirectories: options.allowedDirectories)
         let clock: @Sendable () -> Double = { [admission] in admission.now }
         let fetcher = CredentialFetcher(engine: engine, blocking: blocking, now: clock)
+        let metrics = Metrics()
         let credentials = CredentialStore(now: clock, log: log) { rule, request, done in
-            fetcher.fetch(rule, for: request, done: done)
+            metrics.count(.authFetches)
+            fetcher.fetch(rule, for: request) { result in
+                if case .failure = result { metrics.count(.authFailures) }
+                done(result)
+            }
         }
         self.credentials = credentials
         if let path = options.authFile {
@@ -87,7 +106,7 @@ public final class Daemon: Sendable {
             engine: engine, admission: admission, credentials: credentials, httpLog: httpLog, log: log,
             answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { cork.around($0) }),
             tasks: tasks, blocking: blocking,
-            timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs, durable: durable))
+            timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs, durable: durable, metrics: metrics))
         self.jobs = jobs
         let driver = JobDriver(jobs: jobs)
         let startedAt = ContinuousClock.now
@@ -98,6 +117,15 @@ public final class Daemon: Sendable {
 
         // The server exists only after the methods, but getStatus asks it for a count.
         let serverBox = ServerBox()
+        let metricsSources = MetricsSources(
+            metrics: metrics, engine: engine, admission: admission, jobs: jobs, stubs: stubs,
+            connections: { serverBox.server?.connectionCount ?? 0 },
+            // More families: the HTTP cache's counters are added here when the cache lands.
+            more: [])
+        let metricsLog = log
+        metricsListener = try options.metricsListen.map { address in
+            try MetricsListener(address, log: metricsLog) { MetricsReport.prometheusText(metricsSources.families()) }
+        }
         let methods: [any RPCMethod] = [
             PingMethod(),
             GetStatusMethod(jobs: jobs, httpLog: httpLog, startedAt: startedAt) { serverBox.server?.connectionCount ?? 0 },
@@ -123,6 +151,7 @@ public final class Daemon: Sendable {
             SetStubModeMethod(stubs: stubs),
             LoadStubsMethod(stubs: stubs, policy: policy),
             RecordStubsMethod(stubs: stubs, policy: policy, log: log),
+            GetMetricsMethod(sources: metricsSources),
         ]
         let dispatcher = RPCDispatcher(methods: methods, mapError: ErrorMapping.rpcError(for:))
         let log = self.log
@@ -142,8 +171,17 @@ public final class Daemon: Sendable {
                 log.debug("connection \(id) closed")
                 jobs.connectionClosed(id)
             })
-        server = try SocketServer(path: socketPath, hooks: hooks, log: log)
+        server = try SocketServer(path: socketPath, hooks: hooks, log: log, passed: systemd.listenFD)
         serverBox.server = server
+        watchdogTimer = systemd.watchdogMicroseconds.map { [server] usec in
+            // Pinged from the thread that serves the socket, at half the interval: a daemon
+            // whose loop is stuck stops pinging and systemd restarts it.
+            let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "fetchd.watchdog"))
+            let interval = DispatchTimeInterval.microseconds(max(1, usec / 2))
+            timer.schedule(deadline: .now() + interval, repeating: interval)
+            timer.setEventHandler { server.onLoop { systemd.notify("WATCHDOG=1", log: log) } }
+            return timer
+        }
     }
 
     public func start() {
@@ -152,7 +190,13 @@ public final class Daemon: Sendable {
         // Before the socket is served: a client's new job cannot take a resumed job's id.
         resumeDurableJobs()
         server.start { fd, onReadable in engine.watch(fd, onReadable: onReadable) }
-        log.notice("fetchd \(FetchdVersion.text) listening on \(socketPath)")
+        log.notice("fetchd \(FetchdVersion.text) listening on \(socketPath)\(systemd.listenFD == nil ? "" : " (socket from systemd)")")
+        systemd.notify("READY=1\nSTATUS=listening on \(socketPath)\nMAINPID=\(getpid())", log: log)
+        watchdogTimer?.resume()
+        if let metricsListener {
+            metricsListener.start()
+            log.notice("metrics at http://\(metricsListener.address)/metrics")
+        }
     }
 
     /// Every durable job the daemon before left unfinished starts again, with its jobId, in
@@ -185,7 +229,9 @@ public final class Daemon: Sendable {
     /// the socket file removed.
     public func shutdown() {
         log.notice("stopping")
+        systemd.notify("STOPPING=1", log: log)
         server.stopListening()
+        metricsListener?.stop()
         jobs.beginShutdown()
         waitUntil(seconds: options.shutdownGraceSeconds) { self.jobs.liveCount == 0 }
         jobs.cancelAll(by: .shutdown)
@@ -194,6 +240,7 @@ public final class Daemon: Sendable {
         server.closeAll()
         cookieFile?.stop()
         engine.shutdown()
+        watchdogTimer?.cancel()
         log.notice("stopped")
     }
 

@@ -28,6 +28,32 @@ public struct DaemonOptions: Sendable, Equatable {
     public var offline = false
     /// `--state-dir`: where durable jobs are kept.
     public var stateDirectory: String?
+    /// `--metrics-listen`: where Prometheus' text is served over HTTP.
+    public var metricsListen: ListenAddress?
+
+    /// A numeric address and a port (`127.0.0.1:9464`, `[::1]:9464`; `:9464` or `9464` for
+    /// 127.0.0.1).
+    public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+        static func parse(_ text: String) -> ListenAddress? {
+            var host = "127.0.0.1"
+            var portText = Substring(text)
+            if let colon = text.lastIndex(of: ":") {
+                var name = text[..<colon]
+                portText = text[text.index(after: colon)...]
+                if name.hasPrefix("[") && name.hasSuffix("]") { name = name.dropFirst().dropLast() }
+                if name == "localhost" { name = "127.0.0.1" }
+                if !name.isEmpty { host = String(name) }
+            }
+            guard let port = Int(portText), (1...65535).contains(port), host.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" }) else {
+                return nil
+            }
+            return ListenAddress(host: host, port: port)
+        }
+    }
 
     public struct RateFlag: Sendable, Equatable {
         public var host: String
@@ -107,6 +133,12 @@ public struct DaemonOptions: Sendable, Equatable {
         },
         Option(name: "--state-dir", argument: "DIR", help: "where durable jobs are kept, made 0700 (default $XDG_STATE_HOME/fetchd, else ~/.local/state/fetchd)") { o, v throws(UsageError) in
             o.stateDirectory = try absolutePath(v, option: "--state-dir")
+        },
+        Option(name: "--metrics-listen", argument: "ADDR:PORT", help: "serve Prometheus metrics at http://ADDR:PORT/metrics (a numeric address; PORT alone: 127.0.0.1)") { o, v throws(UsageError) in
+            guard let address = ListenAddress.parse(v) else {
+                throw UsageError(description: "--metrics-listen takes ADDR:PORT with a numeric address (127.0.0.1:9464, [::1]:9464) or a port, got \(v)")
+            }
+            o.metricsListen = address
         },
         Option(name: "--verbose", argument: nil, help: "log connections and requests to stderr") { o, _ throws(UsageError) in
             o.verbose = true

@@ -271,6 +271,7 @@ struct JobDriver: Sendable {
     }
 
     private func scheduleRetry(_ job: Job, delay: Double, attempt: Int, reason: String) {
+        services.metrics.count(.retries)
         let watchers = job.watchers
         if job.spec.model.progress || !watchers.isEmpty {
             let params: JSONValue = [
