@@ -24,9 +24,14 @@ public final class Daemon: Sendable {
     private nonisolated(unsafe) let watchdogTimer: (any DispatchSourceTimer)?
     /// Starts the durable jobs a daemon before left unfinished (`start`).
     private let resumeDurable: @Sendable (DurableStore.Record) throws -> Void
+    /// Limits, auth rules and logging from the options: applied again on SIGHUP.
+    private let setup: RuntimeSetup
+    /// The options in force (a SIGHUP reload replaces them).
+    private let running: Locked<DaemonOptions>
 
     public init(options: DaemonOptions, environment: [String: String]) throws {
         self.options = options
+        running = Locked(options)
         log = Logger(minimum: options.verbose ? .debug : .notice)
         if let limit = FileLimit.raiseSoftToHard() {
             log.info(limit.from == limit.to
@@ -50,22 +55,8 @@ public final class Daemon: Sendable {
         let cookieFile = options.cookieFile.map { [engine, log] in CookiePersister(path: $0, engine: engine, log: log) }
         cookieFile?.start()
         self.cookieFile = cookieFile
-        var rateFile: String? = nil
-        if let path = options.configPath {
-            do {
-                rateFile = try String(contentsOfFile: path, encoding: .utf8)
-            } catch {
-                // The reason in the C library's words ("No such file or directory").
-                let reason = access(path, R_OK) == 0 ? "not UTF-8 text" : String(cString: strerror(errno))
-                throw StartupError("cannot read --config \(path): \(reason)")
-            }
-        }
-        let admission: HostAdmission
-        do {
-            admission = HostAdmission(scheduler: try RateLimitConfig.scheduler(options: options, file: rateFile))
-        } catch {
-            throw StartupError("--config \(options.configPath ?? ""): \(error)")
-        }
+        let limits = try RuntimeSetup.scheduler(options)
+        let admission = HostAdmission(scheduler: limits)
         let httpLog = HTTPLog(defaultDirectory: options.httpLogDirectory(environment: environment), log: log)
         self.httpLog = httpLog
         let tasks = WorkerThreads(name: "fetchd-tasks", count: WorkerThreads.defaultCount)
@@ -82,11 +73,9 @@ public final class Daemon: Sendable {
             }
         }
         self.credentials = credentials
-        if let path = options.authFile {
-            let rules = try AuthFile.rules(path: path, policy: policy)
-            rules.forEach(credentials.set)
-            log.info("loaded \(rules.count) auth rule(s) from --auth-file \(path)")
-        }
+        setup = RuntimeSetup(admission: admission, credentials: credentials, httpLog: httpLog, policy: policy, log: log,
+                             limits: limits.limits)
+        try setup.start(options)
         let cork = WriteCork()
         let stubs = StubStore(implicitSet: options.stubsFile == nil ? nil : "default", offline: options.offline,
                               storeCookies: { [engine] cookies, jar in engine.store(cookies, inJar: jar) { _ in } })
@@ -100,13 +89,16 @@ public final class Daemon: Sendable {
                 throw StartupError("--stubs \(file): \(field)\(refused.data?["detail"]?.stringValue ?? refused.message)")
             }
         }
+        let clients = ClientDirectory()
+        let events = JobEvents(clients: clients, metrics: metrics)
         let durable = DurableStore(directory: options.stateDirectory(environment: environment), log: log)
         self.durable = durable
         let jobs = JobRegistry(services: JobServices(
             engine: engine, admission: admission, credentials: credentials, httpLog: httpLog, log: log,
             answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { cork.around($0) }),
             tasks: tasks, blocking: blocking,
-            timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs, durable: durable, metrics: metrics))
+            timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs, durable: durable, metrics: metrics,
+            events: events))
         self.jobs = jobs
         let driver = JobDriver(jobs: jobs)
         let startedAt = ContinuousClock.now
@@ -152,6 +144,8 @@ public final class Daemon: Sendable {
             LoadStubsMethod(stubs: stubs, policy: policy),
             RecordStubsMethod(stubs: stubs, policy: policy, log: log),
             GetMetricsMethod(sources: metricsSources),
+            SubscribeMethod(events: events, jobs: jobs),
+            UnsubscribeMethod(events: events),
         ]
         let dispatcher = RPCDispatcher(methods: methods, mapError: ErrorMapping.rpcError(for:))
         let log = self.log
@@ -169,9 +163,10 @@ public final class Daemon: Sendable {
             },
             closed: { id in
                 log.debug("connection \(id) closed")
+                events.unsubscribe(id)
                 jobs.connectionClosed(id)
             })
-        server = try SocketServer(path: socketPath, hooks: hooks, log: log, passed: systemd.listenFD)
+        server = try SocketServer(path: socketPath, hooks: hooks, log: log, passed: systemd.listenFD, clients: clients)
         serverBox.server = server
         watchdogTimer = systemd.watchdogMicroseconds.map { [server] usec in
             // Pinged from the thread that serves the socket, at half the interval: a daemon
@@ -219,9 +214,32 @@ public final class Daemon: Sendable {
         log.notice("resumed \(resumed) durable job(s) from \(durable.jobsDirectory)")
     }
 
-    /// SIGHUP: nothing to reload yet, and it must not stop the daemon.
+    /// SIGHUP: reads --config FILE again (operations.md, "The config file"). What can change
+    /// while running changes (no job is stopped); what cannot is said in the log. A file
+    /// that is no longer valid changes nothing.
     public func hangUp() {
-        log.notice("SIGHUP ignored: config reload comes with --config")
+        let current = running.withLock { $0 }
+        guard let path = current.configPath else {
+            log.notice("SIGHUP: no --config file; nothing to reload")
+            return
+        }
+        let new: DaemonOptions
+        do {
+            new = try ConfigFile.load(path: path, arguments: current.arguments)
+            try setup.reload(to: new)
+        } catch {
+            log.error("SIGHUP: \(error); the running settings stay as they were")
+            return
+        }
+        for option in DaemonOptions.changed(from: current, to: new) where !option.runtime {
+            log.notice("SIGHUP: \(option.key.isEmpty ? option.name : option.key) changed in \(path); it takes effect when fetchd restarts")
+        }
+        for (key, changed) in [("cache", current.configSections?.cache != new.configSections?.cache),
+                               ("redis", current.configSections?.redis != new.configSections?.redis)] where changed {
+            log.notice("SIGHUP: \(key) changed in \(path); it takes effect when fetchd restarts")
+        }
+        running.withLock { $0 = new }
+        log.notice("SIGHUP: reloaded \(path)")
     }
 
     /// Stops as protocol.md says: no new connections or jobs, running jobs get the grace
@@ -233,7 +251,7 @@ public final class Daemon: Sendable {
         server.stopListening()
         metricsListener?.stop()
         jobs.beginShutdown()
-        waitUntil(seconds: options.shutdownGraceSeconds) { self.jobs.liveCount == 0 }
+        waitUntil(seconds: running.withLock { $0.shutdownGraceSeconds }) { self.jobs.liveCount == 0 }
         jobs.cancelAll(by: .shutdown)
         waitUntil(seconds: 5) { self.jobs.liveCount == 0 && self.server.allDrained }
         httpLog.flush()

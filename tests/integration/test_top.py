@@ -76,6 +76,7 @@ class TestTop(DaemonTestCase):
         self.assertIn(f"{client.pid}", screen)
         self.assertIn("python3", screen.split("CLIENTS", 1)[1])
         self.assertIn("top-slow started", screen)
+        self.assertIn(f"(pid {client.pid}: ", screen)
         self.assertLessEqual(max(len(line) for line in screen.splitlines()), 120)
         self.tmux("send-keys", "-t", "top", "q")
         self.assertEqual(wait_for(self.exited, timeout=10, message="top did not exit on q"), "exit 0")

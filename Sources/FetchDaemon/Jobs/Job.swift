@@ -243,12 +243,16 @@ struct JobServices: Sendable {
     let durable: DurableStore?
     /// The daemon's counters (getMetrics).
     let metrics: Metrics
+    /// jobEvent notifications to subscribers (nil: none are sent).
+    let events: JobEvents?
 
     init(engine: HTTPEngine, admission: HostAdmission, credentials: CredentialStore, httpLog: HTTPLog, log: Logger,
          answers: WorkerThreads, tasks: WorkerThreads, blocking: WorkerThreads, timers: DispatchQueue,
-         stubs: StubStore = StubStore(), durable: DurableStore? = nil, metrics: Metrics = Metrics()) {
+         stubs: StubStore = StubStore(), durable: DurableStore? = nil, metrics: Metrics = Metrics(),
+         events: JobEvents? = nil) {
         self.durable = durable
         self.metrics = metrics
+        self.events = events
         self.engine = engine
         self.admission = admission
         self.httpLog = httpLog

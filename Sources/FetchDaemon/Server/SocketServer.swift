@@ -16,6 +16,8 @@ final class SocketServer: Sendable {
     private let loop: EventLoop
     private let hooks: Connection.Hooks
     private let log: Logger
+    /// The process behind each connection (jobEvent names it).
+    private let clients: ClientDirectory
     private let connections = Locked<[UInt64: Connection]>([:])
     private let nextID = Atomic<UInt64>(1)
     private let acceptedTotal = Atomic<Int>(0)
@@ -38,8 +40,9 @@ final class SocketServer: Sendable {
     /// replaced; any other file there is left alone and is an error.
     /// `passed`: a listening socket systemd made (socket activation), served as it is; its
     /// file is systemd's and stays when the daemon stops.
-    init(path: String, hooks: Connection.Hooks, log: Logger, passed: Int32? = nil) throws {
+    init(path: String, hooks: Connection.Hooks, log: Logger, passed: Int32? = nil, clients: ClientDirectory = ClientDirectory()) throws {
         self.path = path
+        self.clients = clients
         self.hooks = hooks
         self.log = log
         if let passed {
@@ -125,12 +128,14 @@ final class SocketServer: Sendable {
                 opened: hooks.opened, vanished: hooks.vanished,
                 closed: { [weak self] id in
                     self?.connections.withLock { _ = $0.removeValue(forKey: id) }
+                    self?.clients.closed(id)
                     self?.hooks.closed(id)
                     // A descriptor is free: a paused accept need not wait for its timer.
                     if let self, acceptPaused.load(ordering: .relaxed) { loop.execute { self.resumeAccepting() } }
                 })
             let connection = Connection(id: id, fd: fd, loop: loop, hooks: connectionHooks)
             connections.withLock { $0[id] = connection }
+            clients.opened(id, pid: peer.pid)
             acceptedTotal.add(1, ordering: .relaxed)
             log.debug("connection \(id) from pid \(peer.pid)")
             connection.start()
