@@ -38,7 +38,9 @@ public enum ConfigFile {
 
     /// Whether the text is a JSON config (else the older rate-limit lines).
     static func isJSON(_ text: String) -> Bool {
-        text.first(where: { !$0.isWhitespace }) == "{"
+        // A rate-limit line starts with a host or `#`, never with a bracket.
+        let first = text.first(where: { !$0.isWhitespace })
+        return first == "{" || first == "["
     }
 
     /// The options of a command line that names a --config file: the file's settings (a JSON

@@ -9,11 +9,13 @@ import Synchronization
 /// process. With no subscriber, an event costs one atomic load.
 ///
 /// Bounded: a subscriber that does not read is not sent more. While more than
-/// `dropAboveBytes` of answers and notifications wait for it, its events are dropped and
+/// `dropAboveBytes` (256 KiB) of answers and notifications wait for it, its events are dropped and
 /// counted (`fetchd_job_events_dropped_total`); the next event it gets says how many it
 /// missed (`dropped`), so a live view knows to reload with listJobs.
 final class JobEvents: Sendable {
-    static let dropAboveBytes = 1 << 20
+    /// Where a connection starts to coalesce notifications: past it, jobEvents are dropped
+    /// rather than kept (one per job) until the client reads.
+    static let dropAboveBytes = Connection.coalesceNotificationsAboveBytes
 
     private struct Subscriber {
         let context: RPCContext

@@ -35,14 +35,16 @@ final class ClientDirectory: Sendable {
 
     /// /proc/PID/cmdline with its NULs as spaces, else /proc/PID/comm; nil when the process is gone.
     static func command(of pid: Int32) -> String? {
-        for (file, separator) in [("cmdline", UInt8(ascii: " ")), ("comm", UInt8(ascii: " "))] {
+        let separator = UInt8(ascii: " ")
+        for file in ["cmdline", "comm"] {
             let fd = open("/proc/\(pid)/\(file)", O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { continue }
             var bytes = [UInt8](repeating: 0, count: maxCommandBytes)
             let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             close(fd)
             guard n > 0 else { continue }
-            var text = bytes[0..<n].map { $0 == 0 ? separator : $0 }
+            // NULs between the arguments, and any control character in them, become spaces.
+            var text = bytes[0..<n].map { $0 < 0x20 || $0 == 0x7f ? separator : $0 }
             while text.last == separator || text.last == UInt8(ascii: "\n") { text.removeLast() }
             if !text.isEmpty { return String(decoding: text, as: UTF8.self) }
         }
