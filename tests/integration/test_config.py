@@ -112,6 +112,10 @@ class TestLoad(ConfigCase):
             self.assertEqual(logging["directory"], har)
             r = c.call("fetch", {"url": self.srv.test_url + "/echo"})
             self.assertIn(["Authorization", "Bearer s3cret"], json.loads(r["body"])["headers"])
+            # The credential fetch (a file read) is counted in the metrics.
+            text = c.call("getMetrics")["text"]
+            self.assertRegex(text, r"\nfetchd_auth_credential_fetches_total [1-9]")
+            self.assertRegex(text, r"\nfetchd_auth_credential_failures_total 0\n")
             self.assertIn("the cache and redis keys are checked and kept", d.stderr_text())
 
     def test_unknown_keys_are_refused_with_their_path(self):

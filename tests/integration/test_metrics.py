@@ -86,6 +86,24 @@ class TestGetMetrics(DaemonTestCase):
         self.assertEqual(r["status"], 503)
         self.assertEqual(sample(self.prometheus(), "fetchd_retry_after_pauses_total"), before + 1)
 
+    def test_stub_hits_and_misses_count_not_as_requests(self):
+        text = self.prometheus()
+        hits0, misses0 = sample(text, "fetchd_stub_hits_total"), sample(text, "fetchd_stub_misses_total")
+        port = self.srv.test_url.rsplit(":", 1)[1]
+        series = dict(server_address="127.0.0.1", server_port=port, status_class="2xx")
+        requests0 = sample(text, "http_client_request_duration_seconds_count", **series)
+        url = self.srv.test_url + "/stubbed-for-metrics"
+        self.c.call("addStub", {"set": "metrics", "match": {"method": "GET", "url": url}, "respond": {"status": 200}})
+        self.assertEqual(self.c.call("fetch", {"url": url, "stubs": "metrics"})["status"], 200)
+        with self.assertRaises(RPCError):
+            self.c.call("fetch", {"url": url + "/nothing", "stubs": "metrics", "retry": False})
+        text = self.prometheus()
+        self.assertEqual(sample(text, "fetchd_stub_hits_total"), hits0 + 1)
+        self.assertEqual(sample(text, "fetchd_stub_misses_total"), misses0 + 1)
+        # Neither reached the network: no HTTP client request is counted.
+        self.assertEqual(sample(text, "http_client_request_duration_seconds_count", **series), requests0)
+        self.c.call("removeStubs", {"set": "metrics"})
+
     def test_json_format(self):
         self.c.call("fetch", {"url": self.srv.test_url + "/echo"})
         metrics = self.c.call("getMetrics", {"format": "json"})["metrics"]
