@@ -43,4 +43,26 @@ static inline CURLcode fetchd_easy_unpause(CURL *h) { return curl_easy_pause(h, 
 /* Cookie jars: one share per jar, and reading a jar's cookies as Netscape lines. */
 static inline CURLSHcode fetchd_share_setopt_long(CURLSH *s, CURLSHoption o, long v) { return curl_share_setopt(s, o, v); }
 static inline CURLcode fetchd_easy_getinfo_slist(CURL *h, CURLINFO i, struct curl_slist **v) { return curl_easy_getinfo(h, i, v); }
+/* Open connections, counted where libcurl opens and closes its sockets (engine thread only,
+   so one writer: a relaxed load and store, no locked instruction). `counter` outlives every
+   connection (the engine's). */
+#include <sys/socket.h>
+#include <unistd.h>
+static curl_socket_t fetchd_counted_open(void *counter, curlsocktype purpose, struct curl_sockaddr *a) {
+    (void)purpose;
+    curl_socket_t s = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    if (s != CURL_SOCKET_BAD) __atomic_store_n((long *)counter, __atomic_load_n((long *)counter, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    return s;
+}
+static int fetchd_counted_close(void *counter, curl_socket_t s) {
+    __atomic_store_n((long *)counter, __atomic_load_n((long *)counter, __ATOMIC_RELAXED) - 1, __ATOMIC_RELAXED);
+    return close(s);
+}
+static inline void fetchd_easy_count_sockets(CURL *h, long *counter) {
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, fetchd_counted_open);
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, (void *)counter);
+    curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, fetchd_counted_close);
+    curl_easy_setopt(h, CURLOPT_CLOSESOCKETDATA, (void *)counter);
+}
+static inline long fetchd_counter_load(const long *counter) { return __atomic_load_n(counter, __ATOMIC_RELAXED); }
 #endif

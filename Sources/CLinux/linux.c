@@ -16,6 +16,11 @@
 #include <spawn.h>
 #include <signal.h>
 #include <errno.h>
+#include <string.h>
+#include <stddef.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sys/time.h>
 
 
 int fetchd_epoll_add(int ep, int fd, unsigned int events) {
@@ -121,3 +126,93 @@ int fetchd_spawn(const char *path, char *const argv[], char *const envp[], int i
 }
 
 int fetchd_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+int fetchd_tcp_listen(const char *address, int port, int *loopback) {
+    struct sockaddr_storage storage;
+    memset(&storage, 0, sizeof storage);
+    socklen_t length;
+    int family;
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&storage;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&storage;
+    if (inet_pton(AF_INET, address, &v4->sin_addr) == 1) {
+        family = AF_INET;
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((unsigned short)port);
+        length = sizeof *v4;
+        *loopback = (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+    } else if (inet_pton(AF_INET6, address, &v6->sin6_addr) == 1) {
+        family = AF_INET6;
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((unsigned short)port);
+        length = sizeof *v6;
+        *loopback = IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
+    } else {
+        return -EINVAL;
+    }
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&storage, length) != 0 || listen(fd, 64) != 0) {
+        int code = errno;
+        close(fd);
+        return -code;
+    }
+    return fd;
+}
+
+int fetchd_notify_datagram(const char *path, const char *text, unsigned long length) {
+    struct sockaddr_un address;
+    memset(&address, 0, sizeof address);
+    address.sun_family = AF_UNIX;
+    size_t pathLength = strlen(path);
+    if (pathLength == 0 || pathLength >= sizeof address.sun_path) return -EINVAL;
+    memcpy(address.sun_path, path, pathLength);
+    if (path[0] == '@') address.sun_path[0] = 0;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    socklen_t addressLength = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + pathLength + (path[0] == '@' ? 0 : 1));
+    ssize_t sent = sendto(fd, text, length, MSG_NOSIGNAL, (struct sockaddr *)&address, addressLength);
+    int code = sent < 0 ? errno : 0;
+    close(fd);
+    return -code;
+}
+
+int fetchd_is_unix_listener(int fd) {
+    int value = 0;
+    socklen_t length = sizeof value;
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &value, &length) != 0 || value != AF_UNIX) return 0;
+    length = sizeof value;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &value, &length) != 0 || value != SOCK_STREAM) return 0;
+    length = sizeof value;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &value, &length) != 0 || value != 1) return 0;
+    return 1;
+}
+
+int fetchd_adopt_listener(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return -errno;
+    int fdFlags = fcntl(fd, F_GETFD);
+    if (fdFlags < 0 || fcntl(fd, F_SETFD, fdFlags | FD_CLOEXEC) != 0) return -errno;
+    return 0;
+}
+
+int fetchd_socket_path(int fd, char *buf, unsigned long size) {
+    struct sockaddr_un address;
+    socklen_t length = sizeof address;
+    memset(&address, 0, sizeof address);
+    if (getsockname(fd, (struct sockaddr *)&address, &length) != 0 || address.sun_family != AF_UNIX) return -1;
+    size_t pathLength = strnlen(address.sun_path, sizeof address.sun_path);
+    if (pathLength + 1 > size) return -1;
+    memcpy(buf, address.sun_path, pathLength);
+    buf[pathLength] = 0;
+    return (int)pathLength;
+}
+
+int fetchd_socket_timeouts(int fd, long milliseconds) {
+    struct timeval tv = { .tv_sec = milliseconds / 1000, .tv_usec = (milliseconds % 1000) * 1000 };
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) return -errno;
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0) return -errno;
+    return 0;
+}

@@ -3,6 +3,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import JSONRPC
+internal import CLinux
 
 /// Joins the engine and the JSON-RPC layer: owns the engine, the jobs and the socket server
 /// and passes them down to the methods. Nothing here is global.
@@ -17,41 +18,45 @@ public final class Daemon: Sendable {
     private let cookieFile: CookiePersister?
     private let credentials: CredentialStore
     private let durable: DurableStore
+    private let metricsListener: MetricsListener?
+    private let systemd: Systemd
+    /// Dispatch sources are thread-safe; resumed once in start, cancelled once in shutdown.
+    private nonisolated(unsafe) let watchdogTimer: (any DispatchSourceTimer)?
     /// Starts the durable jobs a daemon before left unfinished (`start`).
     private let resumeDurable: @Sendable (DurableStore.Record) throws -> Void
+    /// Limits, auth rules and logging from the options: applied again on SIGHUP.
+    private let setup: RuntimeSetup
+    /// The options in force (a SIGHUP reload replaces them).
+    private let running: Locked<DaemonOptions>
 
     public init(options: DaemonOptions, environment: [String: String]) throws {
         self.options = options
+        running = Locked(options)
         log = Logger(minimum: options.verbose ? .debug : .notice)
         if let limit = FileLimit.raiseSoftToHard() {
             log.info(limit.from == limit.to
                 ? "open-file limit \(limit.to) (the hard limit)"
                 : "open-file limit raised from \(limit.from) to \(limit.to) (the hard limit)")
         }
-        socketPath = SocketPath.resolve(flag: options.socketPath, environment: environment, uid: getuid())
-        try SocketPath.prepare(socketPath: socketPath, uid: getuid())
+        let systemd = try Systemd.fromEnvironment(environment)
+        self.systemd = systemd
+        if let passed = systemd.listenFD {
+            // systemd made the socket (its mode and directory are the unit's): serve it as it is.
+            var name = [CChar](repeating: 0, count: 128)
+            socketPath = fetchd_socket_path(passed, &name, UInt(name.count)) > 0
+                ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "(socket from systemd)"
+        } else {
+            socketPath = SocketPath.resolve(flag: options.socketPath, environment: environment, uid: getuid())
+            try SocketPath.prepare(socketPath: socketPath, uid: getuid())
+        }
         engine = HTTPEngine(settings: EngineSettings(
             caFile: options.caFile, userAgent: "fetchd/\(FetchdVersion.text)", spinMicroseconds: options.spinMicroseconds))
         // Loaded before the socket exists, so the first request already sees the cookies.
         let cookieFile = options.cookieFile.map { [engine, log] in CookiePersister(path: $0, engine: engine, log: log) }
         cookieFile?.start()
         self.cookieFile = cookieFile
-        var rateFile: String? = nil
-        if let path = options.configPath {
-            do {
-                rateFile = try String(contentsOfFile: path, encoding: .utf8)
-            } catch {
-                // The reason in the C library's words ("No such file or directory").
-                let reason = access(path, R_OK) == 0 ? "not UTF-8 text" : String(cString: strerror(errno))
-                throw StartupError("cannot read --config \(path): \(reason)")
-            }
-        }
-        let admission: HostAdmission
-        do {
-            admission = HostAdmission(scheduler: try RateLimitConfig.scheduler(options: options, file: rateFile))
-        } catch {
-            throw StartupError("--config \(options.configPath ?? ""): \(error)")
-        }
+        let limits = try RuntimeSetup.scheduler(options)
+        let admission = HostAdmission(scheduler: limits)
         let httpLog = HTTPLog(defaultDirectory: options.httpLogDirectory(environment: environment), log: log)
         self.httpLog = httpLog
         let tasks = WorkerThreads(name: "fetchd-tasks", count: WorkerThreads.defaultCount)
@@ -59,15 +64,18 @@ public final class Daemon: Sendable {
         let policy = FilePolicy(allowedDirectories: options.allowedDirectories)
         let clock: @Sendable () -> Double = { [admission] in admission.now }
         let fetcher = CredentialFetcher(engine: engine, blocking: blocking, now: clock)
+        let metrics = Metrics()
         let credentials = CredentialStore(now: clock, log: log) { rule, request, done in
-            fetcher.fetch(rule, for: request, done: done)
+            metrics.count(.authFetches)
+            fetcher.fetch(rule, for: request) { result in
+                if case .failure = result { metrics.count(.authFailures) }
+                done(result)
+            }
         }
         self.credentials = credentials
-        if let path = options.authFile {
-            let rules = try AuthFile.rules(path: path, policy: policy)
-            rules.forEach(credentials.set)
-            log.info("loaded \(rules.count) auth rule(s) from --auth-file \(path)")
-        }
+        setup = RuntimeSetup(admission: admission, credentials: credentials, httpLog: httpLog, policy: policy, log: log,
+                             limits: limits.limits)
+        try setup.start(options)
         let cork = WriteCork()
         let stubs = StubStore(implicitSet: options.stubsFile == nil ? nil : "default", offline: options.offline,
                               storeCookies: { [engine] cookies, jar in engine.store(cookies, inJar: jar) { _ in } })
@@ -81,6 +89,8 @@ public final class Daemon: Sendable {
                 throw StartupError("--stubs \(file): \(field)\(refused.data?["detail"]?.stringValue ?? refused.message)")
             }
         }
+        let clients = ClientDirectory()
+        let events = JobEvents(clients: clients, metrics: metrics)
         let durable = DurableStore(directory: options.stateDirectory(environment: environment), log: log,
                                    onForbiddenThread: { [engine] in engine.isEngineThread })
         self.durable = durable
@@ -88,7 +98,8 @@ public final class Daemon: Sendable {
             engine: engine, admission: admission, credentials: credentials, httpLog: httpLog, log: log,
             answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { cork.around($0) }),
             tasks: tasks, blocking: blocking,
-            timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs, durable: durable))
+            timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs, durable: durable, metrics: metrics,
+            events: events))
         self.jobs = jobs
         let driver = JobDriver(jobs: jobs)
         let startedAt = ContinuousClock.now
@@ -99,6 +110,15 @@ public final class Daemon: Sendable {
 
         // The server exists only after the methods, but getStatus asks it for a count.
         let serverBox = ServerBox()
+        let metricsSources = MetricsSources(
+            metrics: metrics, engine: engine, admission: admission, jobs: jobs, stubs: stubs,
+            connections: { serverBox.server?.connectionCount ?? 0 },
+            // More families: the HTTP cache's counters are added here when the cache lands.
+            more: [])
+        let metricsLog = log
+        metricsListener = try options.metricsListen.map { address in
+            try MetricsListener(address, log: metricsLog) { MetricsReport.prometheusText(metricsSources.families()) }
+        }
         let methods: [any RPCMethod] = [
             PingMethod(),
             GetStatusMethod(jobs: jobs, httpLog: httpLog, startedAt: startedAt) { serverBox.server?.connectionCount ?? 0 },
@@ -124,6 +144,9 @@ public final class Daemon: Sendable {
             SetStubModeMethod(stubs: stubs),
             LoadStubsMethod(stubs: stubs, policy: policy),
             RecordStubsMethod(stubs: stubs, policy: policy, log: log),
+            GetMetricsMethod(sources: metricsSources),
+            SubscribeMethod(events: events, jobs: jobs),
+            UnsubscribeMethod(events: events),
         ]
         let dispatcher = RPCDispatcher(methods: methods, mapError: ErrorMapping.rpcError(for:))
         let log = self.log
@@ -141,10 +164,20 @@ public final class Daemon: Sendable {
             },
             closed: { id in
                 log.debug("connection \(id) closed")
+                events.unsubscribe(id)
                 jobs.connectionClosed(id)
             })
-        server = try SocketServer(path: socketPath, hooks: hooks, log: log)
+        server = try SocketServer(path: socketPath, hooks: hooks, log: log, passed: systemd.listenFD, clients: clients)
         serverBox.server = server
+        watchdogTimer = systemd.watchdogMicroseconds.map { [server] usec in
+            // Pinged from the thread that serves the socket, at half the interval: a daemon
+            // whose loop is stuck stops pinging and systemd restarts it.
+            let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "fetchd.watchdog"))
+            let interval = DispatchTimeInterval.microseconds(max(1, usec / 2))
+            timer.schedule(deadline: .now() + interval, repeating: interval)
+            timer.setEventHandler { server.onLoop { systemd.notify("WATCHDOG=1", log: log) } }
+            return timer
+        }
     }
 
     public func start() {
@@ -153,7 +186,13 @@ public final class Daemon: Sendable {
         // Before the socket is served: a client's new job cannot take a resumed job's id.
         resumeDurableJobs()
         server.start { fd, onReadable in engine.watch(fd, onReadable: onReadable) }
-        log.notice("fetchd \(FetchdVersion.text) listening on \(socketPath)")
+        log.notice("fetchd \(FetchdVersion.text) listening on \(socketPath)\(systemd.listenFD == nil ? "" : " (socket from systemd)")")
+        systemd.notify("READY=1\nSTATUS=listening on \(socketPath)\nMAINPID=\(getpid())", log: log)
+        watchdogTimer?.resume()
+        if let metricsListener {
+            metricsListener.start()
+            log.notice("metrics at http://\(metricsListener.address)/metrics")
+        }
     }
 
     /// Every durable job the daemon before left unfinished starts again, with its jobId, in
@@ -176,9 +215,32 @@ public final class Daemon: Sendable {
         log.notice("resumed \(resumed) durable job(s) from \(durable.databasePath)")
     }
 
-    /// SIGHUP: nothing to reload yet, and it must not stop the daemon.
+    /// SIGHUP: reads --config FILE again (operations.md, "The config file"). What can change
+    /// while running changes (no job is stopped); what cannot is said in the log. A file
+    /// that is no longer valid changes nothing.
     public func hangUp() {
-        log.notice("SIGHUP ignored: config reload comes with --config")
+        let current = running.withLock { $0 }
+        guard let path = current.configPath else {
+            log.notice("SIGHUP: no --config file; nothing to reload")
+            return
+        }
+        let new: DaemonOptions
+        do {
+            new = try ConfigFile.load(path: path, arguments: current.arguments)
+            try setup.reload(to: new)
+        } catch {
+            log.error("SIGHUP: \(error); the running settings stay as they were")
+            return
+        }
+        for option in DaemonOptions.changed(from: current, to: new) where !option.runtime {
+            log.notice("SIGHUP: \(option.key.isEmpty ? option.name : option.key) changed in \(path); it takes effect when fetchd restarts")
+        }
+        for (key, changed) in [("cache", current.configSections?.cache != new.configSections?.cache),
+                               ("redis", current.configSections?.redis != new.configSections?.redis)] where changed {
+            log.notice("SIGHUP: \(key) changed in \(path); it takes effect when fetchd restarts")
+        }
+        running.withLock { $0 = new }
+        log.notice("SIGHUP: reloaded \(path)")
     }
 
     /// Stops as protocol.md says: no new connections or jobs, running jobs get the grace
@@ -186,15 +248,18 @@ public final class Daemon: Sendable {
     /// the socket file removed.
     public func shutdown() {
         log.notice("stopping")
+        systemd.notify("STOPPING=1", log: log)
         server.stopListening()
+        metricsListener?.stop()
         jobs.beginShutdown()
-        waitUntil(seconds: options.shutdownGraceSeconds) { self.jobs.liveCount == 0 }
+        waitUntil(seconds: running.withLock { $0.shutdownGraceSeconds }) { self.jobs.liveCount == 0 }
         jobs.cancelAll(by: .shutdown)
         waitUntil(seconds: 5) { self.jobs.liveCount == 0 && self.server.allDrained }
         httpLog.flush()
         server.closeAll()
         cookieFile?.stop()
         engine.shutdown()
+        watchdogTimer?.cancel()
         log.notice("stopped")
     }
 

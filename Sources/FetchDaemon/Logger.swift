@@ -1,5 +1,11 @@
 import FoundationEssentials
 import Glibc
+import Synchronization
+
+private final class LevelBox: Sendable {
+    let value: Atomic<Int>
+    init(_ value: Int) { self.value = Atomic(value) }
+}
 
 /// The daemon's own diagnostic log: one line per event on stderr, with a level.
 /// Quiet by default (notices, warnings and errors); `--verbose` adds info and debug.
@@ -23,9 +29,15 @@ public struct Logger: Sendable {
         }
     }
 
-    public let minimum: Level
+    /// Shared by every copy, so that a reload (--config's `verbose`) reaches them all.
+    private let level: LevelBox
 
-    public init(minimum: Level) { self.minimum = minimum }
+    public var minimum: Level { Level(rawValue: level.value.load(ordering: .relaxed)) ?? .notice }
+
+    public init(minimum: Level) { level = LevelBox(minimum.rawValue) }
+
+    /// Changes the level of this logger and of every copy of it.
+    public func setMinimum(_ minimum: Level) { level.value.store(minimum.rawValue, ordering: .relaxed) }
 
     public func log(_ level: Level, _ message: @autoclosure () -> String) {
         guard level >= minimum else { return }

@@ -40,6 +40,9 @@ public final class BodyBudget: Sendable {
         self.limit = limit
     }
 
+    /// Bytes of answers and notifications waiting for the client to read them.
+    public var outboundBytes: Int { state.withLock { $0.outbound } }
+
     /// Whether transfer `id`, which holds `holding` bytes already, may keep `bytes` more;
     /// false: pause it, and `resume` is called (from any thread) when it may try again.
     func take(_ bytes: Int, for id: UInt64, holding: Int, resume: @escaping @Sendable () -> Void) -> Bool {

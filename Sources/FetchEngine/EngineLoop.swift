@@ -22,6 +22,14 @@ final class EngineLoop: @unchecked Sendable {
     private let multi: UnsafeMutableRawPointer
     private let commands = Locked<[Command]>([])
     let activeCount = Atomic<Int>(0)
+    /// Sockets libcurl holds open (connections, in use or cached): written by the engine
+    /// thread only, in C (`fetchd_counted_open`); never freed, as the engine lives until exit
+    /// and a cached connection may be closed by the multi handle's cleanup.
+    let openSockets: UnsafeMutablePointer<CLong> = {
+        let counter = UnsafeMutablePointer<CLong>.allocate(capacity: 1)
+        counter.initialize(to: 0)
+        return counter
+    }()
     /// Told (on the engine thread) the name of a jar a finished transfer may have changed.
     let cookieObserver = Locked<(@Sendable (String) -> Void)?>(nil)
 
@@ -154,6 +162,7 @@ final class EngineLoop: @unchecked Sendable {
         }
         transfer.turns = turns
         transfer.configure(easy, settings: settings)
+        fetchd_easy_count_sockets(easy, openSockets)
         jars.attach(easy, jar: transfer.request.cookieJar)
         active[transfer.id] = transfer
         activeCount.store(active.count, ordering: .relaxed)

@@ -101,6 +101,9 @@ public final class HTTPEngine: Sendable {
     /// Number of transfers in the multi handle right now.
     public var activeTransfers: Int { loop.activeCount.load(ordering: .relaxed) }
 
+    /// Connections libcurl holds open right now, in use or cached for reuse.
+    public var openConnections: Int { fetchd_counter_load(loop.openSockets) }
+
     /// Cancels everything still running and stops the thread.
     public func shutdown() {
         loop.submit(.stop)

@@ -24,7 +24,12 @@ case .version:
     print("fetchd \(FetchdVersion.text) (\(HTTPEngine.curlVersion))")
     exit(0)
 case .run(let parsed):
-    options = parsed
+    do {
+        options = try parsed.loadingConfig()
+    } catch {
+        printError("fetchd: \(error.description)")
+        exit(1)
+    }
 }
 
 // Two malloc arenas are plenty for a daemon whose threads mostly hand work over; more only
@@ -33,7 +38,7 @@ _ = fetchd_limit_malloc_arenas(2)
 signal(SIGPIPE, SIG_IGN)
 signal(SIGTERM, SIG_IGN)
 signal(SIGINT, SIG_IGN)
-// The default action of SIGHUP (a closed terminal, a reload by habit) would end the daemon.
+// SIGHUP reloads --config (a signal source below); its default action would end the daemon.
 signal(SIGHUP, SIG_IGN)
 
 let daemon: Daemon

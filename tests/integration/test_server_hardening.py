@@ -98,15 +98,15 @@ class TestOpenFileLimit(unittest.TestCase):
 
 # --------------------------------------------------------------------------- item 9
 class TestSIGHUP(DaemonTestCase):
-    def test_sighup_is_ignored_with_a_log_line(self):
+    def test_sighup_without_config_keeps_running_with_a_log_line(self):
         self.assertEqual(self.c.call("ping"), "pong")
         os.kill(self.daemon.pid, signal.SIGHUP)
-        wait_for(lambda: "SIGHUP ignored" in self.daemon.stderr_text(), timeout=5,
+        wait_for(lambda: "SIGHUP: no --config file" in self.daemon.stderr_text(), timeout=5,
                  message=f"no log line for SIGHUP: {self.daemon.stderr_text()[-500:]!r}")
         self.assertTrue(self.daemon.alive())
         self.assertEqual(self.c.call("ping"), "pong", "the connection open before SIGHUP still works")
         self.assertAlive()
-        self.assertIn("SIGHUP ignored: config reload comes with --config", self.daemon.stderr_text())
+        self.assertIn("SIGHUP: no --config file; nothing to reload", self.daemon.stderr_text())
 
 
 # --------------------------------------------------------------------------- item 8

@@ -35,5 +35,20 @@ int fetchd_spawn(const char *path, char *const argv[], char *const envp[], int i
 int fetchd_name_this_thread(const char *name);
 /* An HTTP date (IMF-fixdate, RFC 850 or asctime form, C locale) as Unix seconds; -1 if it is not one. */
 long long fetchd_parse_http_date(const char *text);
+/* A TCP listener on a numeric address (IPv4 or IPv6, no name lookup) and port, close-on-exec,
+ * SO_REUSEADDR, blocking. *loopback is set to whether the address is a loopback one. Returns
+ * the descriptor, or -errno (-EINVAL: not a numeric address). */
+int fetchd_tcp_listen(const char *address, int port, int *loopback);
+/* One datagram to a Unix socket path ('@' first: the abstract namespace), as sd_notify
+ * sends it. Returns 0, or -errno. */
+int fetchd_notify_datagram(const char *path, const char *text, unsigned long length);
+/* Whether fd is a listening AF_UNIX stream socket (1), another socket or file (0). */
+int fetchd_is_unix_listener(int fd);
+/* Makes a passed descriptor non-blocking and close-on-exec. */
+int fetchd_adopt_listener(int fd);
+/* The Unix socket path fd is bound to, into buf (size bytes); its length, or -1. */
+int fetchd_socket_path(int fd, char *buf, unsigned long size);
+/* Sets a receive and send timeout in milliseconds. */
+int fetchd_socket_timeouts(int fd, long milliseconds);
 extern const unsigned int FETCHD_EPOLLIN, FETCHD_EPOLLOUT, FETCHD_EPOLLRDHUP, FETCHD_EPOLLHUP, FETCHD_EPOLLERR;
 #endif

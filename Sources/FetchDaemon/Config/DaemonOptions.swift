@@ -28,6 +28,36 @@ public struct DaemonOptions: Sendable, Equatable {
     public var offline = false
     /// `--state-dir`: where durable jobs are kept.
     public var stateDirectory: String?
+    /// `--metrics-listen`: where Prometheus' text is served over HTTP.
+    public var metricsListen: ListenAddress?
+    /// What a --config file holds besides flags (rateLimits, auth, logging, cache, redis).
+    public var configSections: ConfigFile.Sections?
+    /// The command line as given (a SIGHUP reload applies it over the file again).
+    public var arguments: [String] = []
+
+    /// A numeric address and a port (`127.0.0.1:9464`, `[::1]:9464`; `:9464` or `9464` for
+    /// 127.0.0.1).
+    public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+        static func parse(_ text: String) -> ListenAddress? {
+            var host = "127.0.0.1"
+            var portText = Substring(text)
+            if let colon = text.lastIndex(of: ":") {
+                var name = text[..<colon]
+                portText = text[text.index(after: colon)...]
+                if name.hasPrefix("[") && name.hasSuffix("]") { name = name.dropFirst().dropLast() }
+                if name == "localhost" { name = "127.0.0.1" }
+                if !name.isEmpty { host = String(name) }
+            }
+            guard let port = Int(portText), (1...65535).contains(port), host.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" }) else {
+                return nil
+            }
+            return ListenAddress(host: host, port: port)
+        }
+    }
 
     public struct RateFlag: Sendable, Equatable {
         public var host: String
@@ -47,74 +77,131 @@ public struct DaemonOptions: Sendable, Equatable {
         public let description: String
     }
 
-    private struct Option: Sendable {
+    /// One setting: its flag, its key in a `--config` file, its default and bounds as --help
+    /// and operations.md show them, and whether SIGHUP applies a changed value to the running
+    /// daemon. The one table of settings: --help, the config file and the docs' list come
+    /// from it (test_config checks the docs agree).
+    struct Option: Sendable {
         let name: String
         let argument: String?
+        /// The key in a --config file (camelCase); repeatable flags take an array.
+        let key: String
+        /// The setting it changes: a SIGHUP reload compares it to say what needs a restart.
+        let field: any PartialKeyPath<DaemonOptions> & Sendable
+        let defaultText: String
+        let bounds: String
+        /// SIGHUP applies a changed value without a restart.
+        let runtime: Bool
+        let repeatable: Bool
         let help: String
         let apply: @Sendable (inout DaemonOptions, String) throws(UsageError) -> Void
+
+        init(_ name: String, _ argument: String?, key: String, field: any PartialKeyPath<DaemonOptions> & Sendable,
+             default defaultText: String, bounds: String = "",
+             runtime: Bool = false, repeatable: Bool = false, _ help: String,
+             apply: @escaping @Sendable (inout DaemonOptions, String) throws(UsageError) -> Void) {
+            self.name = name
+            self.argument = argument
+            self.key = key
+            self.field = field
+            self.defaultText = defaultText
+            self.bounds = bounds
+            self.runtime = runtime
+            self.repeatable = repeatable
+            self.help = help
+            self.apply = apply
+        }
     }
 
-    private static let table: [Option] = [
-        Option(name: "--socket", argument: "PATH", help: "Unix socket to listen on (default: $FETCHD_SOCKET, $XDG_RUNTIME_DIR/fetchd.sock, /tmp/fetchd-<uid>/fetchd.sock)") { o, v throws(UsageError) in
+    static let table: [Option] = [
+        Option("--socket", "PATH", key: "socket", field: \.socketPath, default: "$FETCHD_SOCKET, else $XDG_RUNTIME_DIR/fetchd.sock, else /tmp/fetchd-<uid>/fetchd.sock",
+               "Unix socket to listen on") { o, v throws(UsageError) in
             o.socketPath = try absolutePath(v, option: "--socket")
         },
-        Option(name: "--ca-file", argument: "PATH", help: "CA bundle for TLS verification instead of the system store") { o, v throws(UsageError) in
+        Option("--ca-file", "PATH", key: "caFile", field: \.caFile, default: "the system store", "CA bundle for TLS verification") { o, v throws(UsageError) in
             o.caFile = v
         },
-        Option(name: "--cookie-file", argument: "PATH", help: "keep the default cookie jar in this Netscape cookies.txt (loaded at start, written after changes and at exit)") { o, v throws(UsageError) in
+        Option("--cookie-file", "PATH", key: "cookieFile", field: \.cookieFile, default: "none",
+               "keep the default cookie jar in this Netscape cookies.txt (loaded at start, written after changes and at exit)") { o, v throws(UsageError) in
             o.cookieFile = try absolutePath(v, option: "--cookie-file")
         },
-        Option(name: "--max-message-bytes", argument: "N", help: "longest JSON-RPC line accepted (default 16777216)") { o, v throws(UsageError) in
+        Option("--max-message-bytes", "N", key: "maxMessageBytes", field: \.maxMessageBytes, default: "16777216", bounds: ">= 64",
+               "longest JSON-RPC line accepted") { o, v throws(UsageError) in
             guard let n = Int(v), n >= 64 else { throw UsageError(description: "--max-message-bytes takes a number of at least 64") }
             o.maxMessageBytes = n
         },
-        Option(name: "--allow-dir", argument: "DIR", help: "only files under these directories may be read or written (repeatable; default: any)") { o, v throws(UsageError) in
+        Option("--allow-dir", "DIR", key: "allowDir", field: \.allowedDirectories, default: "any directory", repeatable: true,
+               "only files under these directories may be read or written (repeatable)") { o, v throws(UsageError) in
             o.allowedDirectories.append(try absolutePath(v, option: "--allow-dir"))
         },
-        Option(name: "--shutdown-grace", argument: "SECONDS", help: "on SIGTERM, how long running jobs may finish before they are cancelled (default 5)") { o, v throws(UsageError) in
+        Option("--shutdown-grace", "SECONDS", key: "shutdownGrace", field: \.shutdownGraceSeconds, default: "5", bounds: "0-3600", runtime: true,
+               "on SIGTERM, how long running jobs may finish before they are cancelled") { o, v throws(UsageError) in
             guard let s = Double(v), s >= 0, s <= 3600 else { throw UsageError(description: "--shutdown-grace takes seconds from 0 to 3600") }
             o.shutdownGraceSeconds = s
         },
-        Option(name: "--max-per-host", argument: "N", help: "requests running at once per host, for hosts without their own limit (default 10; 0 = no cap)") { o, v throws(UsageError) in
+        Option("--max-per-host", "N", key: "maxPerHost", field: \.maxPerHost, default: "10", bounds: ">= 0", runtime: true,
+               "requests running at once per host, for hosts without their own limit (0 = no cap)") { o, v throws(UsageError) in
             guard let n = Int(v), n >= 0 else { throw UsageError(description: "--max-per-host takes a whole number >= 0") }
             o.maxPerHost = n
         },
-        Option(name: "--rate", argument: "HOST=RPS[:BURST]", help: "requests per second (and burst) for a host, name or name:port or * (repeatable)") { o, v throws(UsageError) in
+        Option("--rate", "HOST=RPS[:BURST]", key: "rate", field: \.rates, default: "none", bounds: "RPS > 0, BURST >= 1", runtime: true, repeatable: true,
+               "requests per second (and burst) for a host, name or name:port or * (repeatable)") { o, v throws(UsageError) in
             o.rates.append(try parseRate(v))
         },
-        Option(name: "--config", argument: "PATH", help: "rate limit file: lines of `HOST [maxConcurrent=N] [rps=X] [burst=N]` (see docs/rate-limits.md)") { o, v throws(UsageError) in
+        Option("--config", "FILE", key: "", field: \.configPath, default: "none",
+               "settings from a JSON file: these keys plus rateLimits, auth, cookieJars, logging, cache, redis (docs/operations.md); SIGHUP reloads it") { o, v throws(UsageError) in
             o.configPath = try absolutePath(v, option: "--config")
         },
-        Option(name: "--auth-file", argument: "PATH", help: "auth rules loaded at start: a JSON array of setAuth params, in a file only you can read (see docs/auth.md)") { o, v throws(UsageError) in
+        Option("--auth-file", "PATH", key: "authFile", field: \.authFile, default: "none", runtime: true,
+               "auth rules loaded at start: a JSON array of setAuth params, in a file only you can read (see docs/auth.md)") { o, v throws(UsageError) in
             o.authFile = try absolutePath(v, option: "--auth-file")
         },
-        Option(name: "--max-queued", argument: "N", help: "requests that may wait for their host before new ones get -32005 (default 10000)") { o, v throws(UsageError) in
+        Option("--max-queued", "N", key: "maxQueued", field: \.maxQueued, default: "10000", bounds: ">= 1",
+               "requests that may wait for their host before new ones get -32005") { o, v throws(UsageError) in
             guard let n = Int(v), n >= 1 else { throw UsageError(description: "--max-queued takes a whole number >= 1") }
             o.maxQueued = n
         },
-        Option(name: "--log-dir", argument: "DIR", help: "directory for HTTP logs (HAR files) when setLogging names none (default $XDG_STATE_HOME/fetchd/http-logs)") { o, v throws(UsageError) in
+        Option("--log-dir", "DIR", key: "logDir", field: \.logDirectory, default: "$XDG_STATE_HOME/fetchd/http-logs, else ~/.local/state/fetchd/http-logs",
+               "directory for HTTP logs (HAR files) when setLogging names none") { o, v throws(UsageError) in
             o.logDirectory = try absolutePath(v, option: "--log-dir")
         },
-        Option(name: "--spin-us", argument: "N", help: "microseconds the engine keeps polling after work before it sleeps: lower latency for a little CPU (default 40; 0 = sleep at once)") { o, v throws(UsageError) in
+        Option("--spin-us", "N", key: "spinUs", field: \.spinMicroseconds, default: "40", bounds: "0-10000",
+               "microseconds the engine keeps polling after work before it sleeps: lower latency for a little CPU (0 = sleep at once)") { o, v throws(UsageError) in
             guard let n = Int(v), (0...10_000).contains(n) else { throw UsageError(description: "--spin-us takes microseconds from 0 to 10000") }
             o.spinMicroseconds = n
         },
-        Option(name: "--stubs", argument: "FILE", help: "answer requests from these stubs (a HAR file, or a JSON array of addStub params): set \"default\", used by every request that names no other") { o, v throws(UsageError) in
+        Option("--stubs", "FILE", key: "stubs", field: \.stubsFile, default: "none",
+               "answer requests from these stubs (a HAR file, or a JSON array of addStub params): set \"default\", used by every request that names no other") { o, v throws(UsageError) in
             o.stubsFile = try absolutePath(v, option: "--stubs")
         },
-        Option(name: "--offline", argument: nil, help: "never use the network: a request no stub answers fails with stubMiss") { o, _ throws(UsageError) in
+        Option("--offline", nil, key: "offline", field: \.offline, default: "off", "never use the network: a request no stub answers fails with stubMiss") { o, _ throws(UsageError) in
             o.offline = true
         },
-        Option(name: "--state-dir", argument: "DIR", help: "where durable jobs are kept, made 0700 (default $XDG_STATE_HOME/fetchd, else ~/.local/state/fetchd)") { o, v throws(UsageError) in
+        Option("--state-dir", "DIR", key: "stateDir", field: \.stateDirectory, default: "$XDG_STATE_HOME/fetchd, else ~/.local/state/fetchd",
+               "where durable jobs are kept, made 0700") { o, v throws(UsageError) in
             o.stateDirectory = try absolutePath(v, option: "--state-dir")
         },
-        Option(name: "--verbose", argument: nil, help: "log connections and requests to stderr") { o, _ throws(UsageError) in
+        Option("--metrics-listen", "ADDR:PORT", key: "metricsListen", field: \.metricsListen, default: "none",
+               "serve Prometheus metrics at http://ADDR:PORT/metrics (a numeric address; PORT alone: 127.0.0.1)") { o, v throws(UsageError) in
+            guard let address = ListenAddress.parse(v) else {
+                throw UsageError(description: "--metrics-listen takes ADDR:PORT with a numeric address (127.0.0.1:9464, [::1]:9464) or a port, got \(v)")
+            }
+            o.metricsListen = address
+        },
+        Option("--verbose", nil, key: "verbose", field: \.verbose, default: "off", runtime: true, "log connections and requests to stderr") { o, _ throws(UsageError) in
             o.verbose = true
         },
     ]
 
-    public static func parse(_ arguments: [String]) throws(UsageError) -> Command {
-        var options = DaemonOptions()
+    /// `base`: the settings of a --config file, which the flags override.
+    /// The settings that differ between two option sets, by their table entry.
+    static func changed(from old: DaemonOptions, to new: DaemonOptions) -> [Option] {
+        table.filter { String(describing: old[keyPath: $0.field]) != String(describing: new[keyPath: $0.field]) }
+    }
+
+    public static func parse(_ arguments: [String], base: DaemonOptions = DaemonOptions()) throws(UsageError) -> Command {
+        var options = base
+        options.arguments = arguments
         var index = 0
         while index < arguments.count {
             let word = arguments[index]
@@ -156,11 +243,16 @@ public struct DaemonOptions: Sendable, Equatable {
         for option in table {
             let left = option.argument.map { "\(option.name) \($0)" } ?? option.name
             lines.append("  " + Self.padded(left) + option.help)
+            // The same facts as operations.md's table of flags (test_config checks they agree).
+            let key = option.key.isEmpty ? "-" : option.key + (option.repeatable ? " (array)" : "")
+            lines.append("  " + Self.padded("") + "default: \(option.defaultText); bounds: \(option.bounds.isEmpty ? "-" : option.bounds); "
+                         + "config: \(key); SIGHUP: \(option.runtime ? "applied" : "restart")")
         }
         lines.append("  " + Self.padded("--help") + "show this help")
         lines.append("  " + Self.padded("--version") + "show the version")
         lines.append("")
         lines.append("SIGTERM or SIGINT: stop accepting, answer what is pending, remove the socket, exit 0.")
+        lines.append("SIGHUP: read --config FILE again; settings marked \"SIGHUP: applied\" change without a restart.")
         return lines.joined(separator: "\n")
     }
 
@@ -203,6 +295,14 @@ public struct DaemonOptions: Sendable, Equatable {
         guard !path.isEmpty else { throw UsageError(description: "\(option) needs a path") }
         if path.hasPrefix("/") { return path }
         return FileManager.default.currentDirectoryPath + "/" + path
+    }
+}
+
+extension DaemonOptions {
+    /// With a --config FILE: the file's settings with these flags over them (exit 1 on error).
+    public func loadingConfig() throws(ConfigFile.Invalid) -> DaemonOptions {
+        guard let path = configPath else { return self }
+        return try ConfigFile.load(path: path, arguments: arguments)
     }
 }
 

@@ -13,14 +13,21 @@ enum RateLimitConfig {
         var description: String { "line \(line): \(detail)" }
     }
 
-    static func scheduler(options: DaemonOptions, file: String?) throws -> HostScheduler {
+    /// `rates`: whether `--rate` flags are applied here (the config file's entries come between).
+    static func scheduler(options: DaemonOptions, file: String?, rates: Bool = true) throws -> HostScheduler {
         var defaults = HostScheduler.Limit()
         if let cap = options.maxPerHost { defaults.maxConcurrent = cap == 0 ? nil : cap }
         var scheduler = HostScheduler(defaultLimit: defaults, maxQueued: options.maxQueued)
         if let file {
             for (pattern, limit) in try parse(file, defaults: defaults) { scheduler.setLimit(limit, for: pattern) }
         }
-        for rate in options.rates {
+        return rates ? applyRates(options.rates, to: scheduler) : scheduler
+    }
+
+    /// `--rate HOST=RPS[:BURST]`: the host's limit (or the `*` default's) with that rate.
+    static func applyRates(_ rates: [DaemonOptions.RateFlag], to scheduler: HostScheduler) -> HostScheduler {
+        var scheduler = scheduler
+        for rate in rates {
             var limit = scheduler.limits[rate.host.lowercased()] ?? scheduler.limit(for: HostKey(scheme: "http", name: "", port: 0))
             limit.requestsPerSecond = rate.requestsPerSecond
             if let burst = rate.burst { limit.burst = burst }

@@ -216,6 +216,8 @@ struct PipelineState: Sendable {
     var stubRecording: StubRecording?
     /// Milliseconds the last attempt waited in its host's queue (the result's timings.queuedMs).
     var queuedMs = 0.0
+    /// When the last attempt passed the metrics stage (monotonic µs).
+    var attemptStartMicroseconds = 0
 }
 
 /// What jobs run on: the engine, and the admission queue that applies every host's limits.
@@ -239,11 +241,18 @@ struct JobServices: Sendable {
     let stubs: StubStore
     /// Where durable jobs are written down (nil: durable jobs are refused).
     let durable: DurableStore?
+    /// The daemon's counters (getMetrics).
+    let metrics: Metrics
+    /// jobEvent notifications to subscribers (nil: none are sent).
+    let events: JobEvents?
 
     init(engine: HTTPEngine, admission: HostAdmission, credentials: CredentialStore, httpLog: HTTPLog, log: Logger,
          answers: WorkerThreads, tasks: WorkerThreads, blocking: WorkerThreads, timers: DispatchQueue,
-         stubs: StubStore = StubStore(), durable: DurableStore? = nil) {
+         stubs: StubStore = StubStore(), durable: DurableStore? = nil, metrics: Metrics = Metrics(),
+         events: JobEvents? = nil) {
         self.durable = durable
+        self.metrics = metrics
+        self.events = events
         self.engine = engine
         self.admission = admission
         self.httpLog = httpLog
@@ -253,7 +262,8 @@ struct JobServices: Sendable {
         self.blocking = blocking
         self.timers = timers
         self.stubs = stubs
-        commonStages = Pipeline.common(admission: admission, credentials: credentials, log: log, stubs: stubs, timers: timers)
+        commonStages = Pipeline.common(admission: admission, credentials: credentials, log: log, stubs: stubs, timers: timers,
+                                       metrics: metrics)
     }
 
     /// Seconds on the monotonic clock (the machine's and the host scheduler's clock).

@@ -42,6 +42,7 @@ struct JobDriver: Sendable {
         }
         let comment = spec.model.comment.map { ", comment: \($0)" } ?? ""
         services.log.debug("job \(job.id) from connection \(context.connectionID): \(spec.request.method) \(spec.request.url)\(comment)")
+        services.events?.publish(job, .queued)
         handle(job, .begin)
     }
 
@@ -207,6 +208,7 @@ struct JobDriver: Sendable {
         // Bodies kept in memory count against what the client's connection may hold.
         if case .memory = attempt.request.destination { attempt.request.bodyBudget = job.bodyBudget }
         let recording = attempt.request.recordsExchange ? (Date(), attempt.request, attempt.ruleSecrets) : nil
+        services.events?.publish(job, .started)
         if let substitute = attempt.substitute {
             return substituted(job, attempt, prepared: prepared, substitute, recording: recording)
         }
@@ -271,6 +273,8 @@ struct JobDriver: Sendable {
     }
 
     private func scheduleRetry(_ job: Job, delay: Double, attempt: Int, reason: String) {
+        services.metrics.count(.retries)
+        services.events?.publish(job, .retrying)
         let watchers = job.watchers
         if job.spec.model.progress || !watchers.isEmpty {
             let params: JSONValue = [
@@ -340,6 +344,11 @@ struct JobDriver: Sendable {
         case .failure(let error): outcome = .failed(ErrorMapping.rpcError(for: error).message)
         }
         jobs.finish(job, answer: answer)
+        switch answer {
+        case .success(let result): services.events?.publish(job, .finished, status: result["status"]?.integerValue)
+        case .failure(is JobCancelled): services.events?.publish(job, .cancelled)
+        case .failure: services.events?.publish(job, .failed)
+        }
         if job.durable, let store = services.durable {
             // A job stopped by the daemon's shutdown is resumed by the next daemon.
             if case .failure(let cancelled as JobCancelled) = answer, cancelled.by == .shutdown {} else if services.engine.isEngineThread {

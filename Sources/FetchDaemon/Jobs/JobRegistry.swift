@@ -110,6 +110,11 @@ final class JobRegistry: Sendable {
         state.withLock { $0.budgets[connectionID] = budget }
     }
 
+    /// The memory budget of an open connection (what waits for it to read).
+    func budget(of connectionID: UInt64) -> BodyBudget? {
+        state.withLock { $0.budgets[connectionID] }
+    }
+
     func connectionClosed(_ connectionID: UInt64) {
         state.withLock { s in
             s.vanishedConnections.remove(connectionID)

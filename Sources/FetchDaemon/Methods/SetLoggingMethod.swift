@@ -8,10 +8,17 @@ struct SetLoggingMethod: RPCMethod {
     let httpLog: HTTPLog
 
     func call(_ params: JSONValue?, context: RPCContext) async throws -> JSONValue {
-        var reader = try ParamReader(params)
-        var settings = httpLog.current
+        let settings = try Self.settings(params, current: httpLog.current)
+        try httpLog.apply(settings)
+        return SettingsFields.logging(settings)
+    }
+
+    /// The settings the params ask for, from `current`; `path` prefixes error fields.
+    static func settings(_ params: JSONValue?, current: HTTPLog.Settings, path: String = "") throws -> HTTPLog.Settings {
+        var reader = try ParamReader(params, path: path)
+        var settings = current
         guard let enabled = try reader.bool("enabled") else {
-            throw RPCError.invalidParams(field: "enabled", "required")
+            throw RPCError.invalidParams(field: reader.field("enabled"), "required")
         }
         settings.enabled = enabled
         if let directory = try reader.string("directory") {
@@ -22,7 +29,6 @@ struct SetLoggingMethod: RPCMethod {
         if let limit = try reader.integer("maxBodyBytes", in: 0...(1 << 30)) { settings.maxBodyBytes = limit }
         if let redact = try reader.bool("redact") { settings.redact = redact }
         try reader.finish()
-        try httpLog.apply(settings)
-        return SettingsFields.logging(settings)
+        return settings
     }
 }

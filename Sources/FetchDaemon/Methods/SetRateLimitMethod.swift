@@ -10,12 +10,19 @@ struct SetRateLimitMethod: InlineRPCMethod {
     let admission: HostAdmission
 
     func callInline(_ params: JSONValue?, context: RPCContext) throws -> JSONValue {
-        var reader = try ParamReader(params)
+        let (host, limit) = try Self.limit(params, current: admission.snapshot().scheduler)
+        admission.setLimit(limit, for: host)
+        return SettingsFields.rateLimit(host: host, limit: limit)
+    }
+
+    /// The host pattern and the limit the params give it (the fields left out keep
+    /// `current`'s); `path` prefixes the fields of errors (a --config file's `rateLimits[2]`).
+    static func limit(_ params: JSONValue?, current: HostScheduler, path: String = "") throws -> (String, HostScheduler.Limit) {
+        var reader = try ParamReader(params, path: path)
         let host = try reader.requiredString("host").lowercased()
         guard host == "*" || HostPattern.isValid(host) else {
-            throw RPCError.invalidParams(field: "host", "expected a host name, name:port, or *")
+            throw RPCError.invalidParams(field: reader.field("host"), "expected a host name, name:port, or *")
         }
-        let current = admission.snapshot().scheduler
         var limit = current.limits[host] ?? current.limits["*"] ?? HostScheduler.Limit()
         if reader.value("maxConcurrent") == .null {
             limit.maxConcurrent = nil
@@ -34,7 +41,6 @@ struct SetRateLimitMethod: InlineRPCMethod {
             limit.burst = burst
         }
         try reader.finish()
-        admission.setLimit(limit, for: host)
-        return SettingsFields.rateLimit(host: host, limit: limit)
+        return (host, limit)
     }
 }

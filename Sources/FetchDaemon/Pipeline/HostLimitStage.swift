@@ -8,10 +8,12 @@ import FoundationEssentials
 final class HostLimitStage: Stage {
     let admission: HostAdmission
     let log: Logger
+    let metrics: Metrics
 
-    init(admission: HostAdmission, log: Logger) {
+    init(admission: HostAdmission, log: Logger, metrics: Metrics) {
         self.admission = admission
         self.log = log
+        self.metrics = metrics
     }
 
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
@@ -22,11 +24,13 @@ final class HostLimitStage: Stage {
         let accepted = attempt.number > 1
         let queued = ContinuousClock.now
         return .hold(Hold(
-            start: { [admission] release in
+            start: { [admission, metrics] release in
                 do {
                     try admission.enqueue(ticket, alreadyAccepted: accepted, admitted: { result in
                         let waited = (ContinuousClock.now - queued).components
                         job.pipeline.queuedMs = Double(waited.seconds) * 1000 + Double(waited.attoseconds / 10_000_000_000_000) / 100
+                        metrics.count(.limitWaits)
+                        metrics.count(.limitWaitMicroseconds, by: Int(waited.seconds) * 1_000_000 + Int(waited.attoseconds / 1_000_000_000_000))
                         release(result)
                     })
                 } catch {
@@ -44,6 +48,7 @@ final class HostLimitStage: Stage {
               let seconds = RetryAfter.seconds(from: retryAfter, now: Date()), seconds > 0 else { return }
         let pause = min(seconds, job.spec.retryPolicy.maxInterval)
         admission.pause(host, seconds: pause)
+        metrics.count(.retryAfterPauses)
         log.info("pausing \(host) for \(pause) s: status \(answer.status) with Retry-After")
     }
 

@@ -14,14 +14,15 @@ enum Pipeline {
     /// judges the outcome; the request's maxTime (after the host's wait, so each attempt's
     /// timeouts are cut to what is left) ends the job at its deadline.
     static func common(admission: HostAdmission, credentials: CredentialStore, log: Logger, stubs: StubStore,
-                       timers: DispatchQueue) -> [any Stage] {
+                       timers: DispatchQueue, metrics: Metrics) -> [any Stage] {
         [
             CookieStage(),
             StubStage(stubs: stubs, timers: timers),
             CredentialStage(store: credentials),
-            HostLimitStage(admission: admission, log: log),
+            HostLimitStage(admission: admission, log: log, metrics: metrics),
             DeadlineStage(),
             RetryStage(),
+            MetricsStage(metrics: metrics),
         ]
     }
 

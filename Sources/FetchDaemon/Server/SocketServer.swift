@@ -11,9 +11,13 @@ import Synchronization
 final class SocketServer: Sendable {
     let path: String
     private let listenFD: Int32
+    /// Whether the socket file is ours to remove at exit (not when systemd passed the socket).
+    private let ownsPath: Bool
     private let loop: EventLoop
     private let hooks: Connection.Hooks
     private let log: Logger
+    /// The process behind each connection (jobEvent names it).
+    private let clients: ClientDirectory
     private let connections = Locked<[UInt64: Connection]>([:])
     private let nextID = Atomic<UInt64>(1)
     private let acceptedTotal = Atomic<Int>(0)
@@ -34,13 +38,27 @@ final class SocketServer: Sendable {
 
     /// Binds the socket. A live daemon on the path is an error; a stale socket file is
     /// replaced; any other file there is left alone and is an error.
-    init(path: String, hooks: Connection.Hooks, log: Logger) throws {
+    /// `passed`: a listening socket systemd made (socket activation), served as it is; its
+    /// file is systemd's and stays when the daemon stops.
+    init(path: String, hooks: Connection.Hooks, log: Logger, passed: Int32? = nil, clients: ClientDirectory = ClientDirectory()) throws {
         self.path = path
+        self.clients = clients
         self.hooks = hooks
         self.log = log
-        try SocketServer.clearStaleSocket(at: path)
-        listenFD = try SocketServer.bindListener(at: path)
+        if let passed {
+            listenFD = passed
+            ownsPath = false
+        } else {
+            try SocketServer.clearStaleSocket(at: path)
+            listenFD = try SocketServer.bindListener(at: path)
+            ownsPath = true
+        }
         loop = try EventLoop()
+    }
+
+    /// Runs `block` on the thread that serves the socket (the watchdog's ping proves it runs).
+    func onLoop(_ block: @escaping @Sendable () -> Void) {
+        loop.execute(block)
     }
 
     var connectionCount: Int { connections.withLock { $0.count } }
@@ -68,7 +86,7 @@ final class SocketServer: Sendable {
             done.signal()
         }
         done.wait()
-        unlink(path)
+        if ownsPath { unlink(path) }
     }
 
     /// Whether every connection has been sent everything it is owed.
@@ -110,12 +128,14 @@ final class SocketServer: Sendable {
                 opened: hooks.opened, vanished: hooks.vanished,
                 closed: { [weak self] id in
                     self?.connections.withLock { _ = $0.removeValue(forKey: id) }
+                    self?.clients.closed(id)
                     self?.hooks.closed(id)
                     // A descriptor is free: a paused accept need not wait for its timer.
                     if let self, acceptPaused.load(ordering: .relaxed) { loop.execute { self.resumeAccepting() } }
                 })
             let connection = Connection(id: id, fd: fd, loop: loop, hooks: connectionHooks)
             connections.withLock { $0[id] = connection }
+            clients.opened(id, pid: peer.pid)
             acceptedTotal.add(1, ordering: .relaxed)
             log.debug("connection \(id) from pid \(peer.pid)")
             connection.start()

@@ -42,6 +42,8 @@ final class StubStore: Sendable {
         var bodyBytes = 0
         /// The newest last.
         var misses: [StubMiss] = []
+        /// Every hit and miss since start, over all sets (metrics).
+        var hitCount = 0, missCount = 0
     }
 
     private let state = Locked(State())
@@ -74,17 +76,22 @@ final class StubStore: Sendable {
             if let index = stubs.firstIndex(where: { !$0.exhausted && $0.match.matches(request) }) {
                 let answer = stubs[index].nextAnswer
                 s.sets[name]?.stubs[index].hits += 1
+                s.hitCount += 1
                 return .answer(answer, stubID: stubs[index].id)
             }
             let nearest = Stub.nearest(stubs, to: request).map { (stubID: $0.stub.id, differences: $0.differences) }
             let miss = StubMiss(set: name, method: request.method, url: request.url, nearest: nearest)
             s.misses.append(miss)
+            s.missCount += 1
             if s.misses.count > Self.keptMisses { s.misses.removeFirst(s.misses.count - Self.keptMisses) }
             if !offline, let recording = s.sets[name]?.recording { return .record(miss, recording) }
             let toNetwork = !offline && s.sets[name]?.onMiss == .network
             return toNetwork ? .network(miss) : .miss(miss)
         }
     }
+
+    /// Hits and misses since start, over all sets (getMetrics).
+    var totals: (hits: Int, misses: Int) { state.withLock { ($0.hitCount, $0.missCount) } }
 
     /// The stub's new id; -32005 past `maxPerSet` (nothing added).
     func add(_ stub: StubParams) throws -> String {
