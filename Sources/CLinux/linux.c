@@ -127,6 +127,27 @@ int fetchd_spawn(const char *path, char *const argv[], char *const envp[], int i
 
 int fetchd_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
 
+static void daemon_signals(sigset_t *set) {
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGHUP);
+}
+
+int fetchd_block_daemon_signals(void) {
+    sigset_t set;
+    daemon_signals(&set);
+    return pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+int fetchd_wait_daemon_signal(void) {
+    sigset_t set;
+    daemon_signals(&set);
+    int number = 0;
+    while (sigwait(&set, &number) != 0) {}
+    return number;
+}
+
 int fetchd_tcp_listen(const char *address, int port, int *loopback) {
     struct sockaddr_storage storage;
     memset(&storage, 0, sizeof storage);

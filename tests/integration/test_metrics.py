@@ -1,6 +1,7 @@
 """getMetrics and --metrics-listen (issue 22): counts of real requests to real servers, in
 Prometheus' text format and as JSON, and a real HTTP GET of /metrics."""
 import json
+import os
 import re
 import socket
 import unittest
@@ -161,6 +162,15 @@ class TestMetricsListenFlag(unittest.TestCase):
         r = run_fetchd("--metrics-listen", "example.com:80")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn(b"--metrics-listen", r.stderr)
+
+    def test_non_loopback_address_is_refused(self):
+        # The contract: loopback only. 0.0.0.0 (every address) is refused before any socket is served.
+        from harness import run_fetchd
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            r = run_fetchd("--socket", os.path.join(tmp, "f.sock"), "--metrics-listen", f"0.0.0.0:{free_port()}")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(b"not a loopback address", r.stderr)
 
     def test_port_alone_is_loopback(self):
         port = free_port()

@@ -30,6 +30,12 @@ int fetchd_release_free_memory(void);
  * stdout and stderr the pipes' ends given, every other descriptor closed, in a process group
  * of its own. Returns the pid, or -errno. */
 int fetchd_pipe_cloexec(int fds[2]);
+
+/* The daemon's stop and reload signals (SIGTERM, SIGINT, SIGHUP): blocked in the calling
+ * thread, before any other thread exists, so every thread inherits the mask and a signal
+ * that comes early stays pending instead of being lost; then taken one at a time. */
+int fetchd_block_daemon_signals(void);
+int fetchd_wait_daemon_signal(void);
 int fetchd_spawn(const char *path, char *const argv[], char *const envp[], int in, int out, int err);
 /* pthread_setname_np for the calling thread (at most 15 bytes). */
 int fetchd_name_this_thread(const char *name);

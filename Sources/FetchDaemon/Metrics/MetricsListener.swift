@@ -23,8 +23,11 @@ final class MetricsListener: Sendable {
         guard fd >= 0 else {
             throw StartupError("--metrics-listen \(listen): \(String(cString: strerror(-fd)))")
         }
-        if loopback == 0 {
-            log.warning("--metrics-listen \(listen) is not a loopback address: anyone who can reach it sees the hosts this daemon fetches from")
+        // The contract: loopback only. Anyone who can reach the endpoint sees the hosts this
+        // daemon fetches from and how much; a scraper elsewhere goes through a proxy it trusts.
+        guard loopback != 0 else {
+            close(fd)
+            throw StartupError("--metrics-listen \(listen): not a loopback address (only 127.0.0.0/8 and ::1 are served)")
         }
         self.fd = fd
         self.render = render
