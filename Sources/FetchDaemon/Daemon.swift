@@ -83,11 +83,12 @@ public final class Daemon: Sendable {
         }
         let durable = DurableStore(directory: options.stateDirectory(environment: environment), log: log)
         self.durable = durable
+        let cache = try HTTPCache.open(options: options, blocking: blocking, engine: engine, log: log, httpLog: httpLog)
         let jobs = JobRegistry(services: JobServices(
             engine: engine, admission: admission, credentials: credentials, httpLog: httpLog, log: log,
             answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { cork.around($0) }),
             tasks: tasks, blocking: blocking,
-            timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs, durable: durable))
+            timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs, durable: durable, cache: cache))
         self.jobs = jobs
         let driver = JobDriver(jobs: jobs)
         let startedAt = ContinuousClock.now
@@ -123,6 +124,8 @@ public final class Daemon: Sendable {
             SetStubModeMethod(stubs: stubs),
             LoadStubsMethod(stubs: stubs, policy: policy),
             RecordStubsMethod(stubs: stubs, policy: policy, log: log),
+            GetCacheStatsMethod(cache: cache),
+            PurgeCacheMethod(cache: cache),
         ]
         let dispatcher = RPCDispatcher(methods: methods, mapError: ErrorMapping.rpcError(for:))
         let log = self.log

@@ -28,6 +28,10 @@ public struct DaemonOptions: Sendable, Equatable {
     public var offline = false
     /// `--state-dir`: where durable jobs are kept.
     public var stateDirectory: String?
+    /// `--cache-dir`: the HTTP cache's directory (nil: no cache); `--cache-max-bytes` its bound.
+    public var cacheDirectory: String?
+    public var cacheMaxBytes: Int64 = 1 << 30
+    public var cacheDisabled = false
 
     public struct RateFlag: Sendable, Equatable {
         public var host: String
@@ -108,6 +112,16 @@ public struct DaemonOptions: Sendable, Equatable {
         Option(name: "--state-dir", argument: "DIR", help: "where durable jobs are kept, made 0700 (default $XDG_STATE_HOME/fetchd, else ~/.local/state/fetchd)") { o, v throws(UsageError) in
             o.stateDirectory = try absolutePath(v, option: "--state-dir")
         },
+        Option(name: "--cache-dir", argument: "DIR", help: "keep an HTTP cache (RFC 9111, private) for every client in DIR, made 0700 (default: no cache)") { o, v throws(UsageError) in
+            o.cacheDirectory = try absolutePath(v, option: "--cache-dir")
+        },
+        Option(name: "--cache-max-bytes", argument: "N", help: "the cache's bound, least recently used out first (default 1073741824; suffixes K, M, G)") { o, v throws(UsageError) in
+            o.cacheMaxBytes = try byteCount(v, option: "--cache-max-bytes")
+        },
+        Option(name: "--no-cache", argument: nil, help: "no HTTP cache, whatever --cache-dir says") { o, _ throws(UsageError) in
+            o.cacheDirectory = nil
+            o.cacheDisabled = true
+        },
         Option(name: "--verbose", argument: nil, help: "log connections and requests to stderr") { o, _ throws(UsageError) in
             o.verbose = true
         },
@@ -178,6 +192,23 @@ public struct DaemonOptions: Sendable, Equatable {
         if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/fetchd" }
         let home = environment["HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/tmp"
         return home + "/.local/state/fetchd"
+    }
+
+    /// The cache's directory, or nil for none (`--no-cache` wins wherever it is).
+    public var cacheDirectoryInUse: String? { cacheDisabled ? nil : cacheDirectory }
+
+    /// A byte count: digits with an optional K, M or G (powers of 1024).
+    static func byteCount(_ text: String, option: String) throws(UsageError) -> Int64 {
+        var digits = Substring(text)
+        var unit: Int64 = 1
+        if let last = digits.last?.uppercased(), let power = ["K": 10, "M": 20, "G": 30][last] {
+            unit = 1 << power
+            digits = digits.dropLast()
+        }
+        guard let n = Int64(digits), n > 0, n <= Int64.max / unit else {
+            throw UsageError(description: "\(option) takes a byte count > 0 (K, M, G allowed), got \(text)")
+        }
+        return n * unit
     }
 
     /// `HOST=RPS[:BURST]`

@@ -216,6 +216,7 @@ struct PipelineState: Sendable {
     var stubRecording: StubRecording?
     /// Milliseconds the last attempt waited in its host's queue (the result's timings.queuedMs).
     var queuedMs = 0.0
+    var cache = CacheState()
 }
 
 /// What jobs run on: the engine, and the admission queue that applies every host's limits.
@@ -239,11 +240,14 @@ struct JobServices: Sendable {
     let stubs: StubStore
     /// Where durable jobs are written down (nil: durable jobs are refused).
     let durable: DurableStore?
+    /// The HTTP cache (nil: no --cache-dir).
+    let cache: HTTPCache?
 
     init(engine: HTTPEngine, admission: HostAdmission, credentials: CredentialStore, httpLog: HTTPLog, log: Logger,
          answers: WorkerThreads, tasks: WorkerThreads, blocking: WorkerThreads, timers: DispatchQueue,
-         stubs: StubStore = StubStore(), durable: DurableStore? = nil) {
+         stubs: StubStore = StubStore(), durable: DurableStore? = nil, cache: HTTPCache? = nil) {
         self.durable = durable
+        self.cache = cache
         self.engine = engine
         self.admission = admission
         self.httpLog = httpLog
@@ -253,7 +257,8 @@ struct JobServices: Sendable {
         self.blocking = blocking
         self.timers = timers
         self.stubs = stubs
-        commonStages = Pipeline.common(admission: admission, credentials: credentials, log: log, stubs: stubs, timers: timers)
+        commonStages = Pipeline.common(admission: admission, credentials: credentials, log: log, stubs: stubs, timers: timers,
+                                       cache: cache)
     }
 
     /// Seconds on the monotonic clock (the machine's and the host scheduler's clock).

@@ -43,7 +43,7 @@ enum ResponseFields {
     static func common(job: Job, response: HTTPResponse) -> JSONObject {
         let elapsed = ContinuousClock.now - job.startedAt
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-        return [
+        var fields: JSONObject = [
             "jobId": .string(job.id),
             "status": JSONValue(response.status),
             "url": .string(response.url),
@@ -55,6 +55,8 @@ enum ResponseFields {
             "timings": timings(response.timings, queuedMs: job.pipeline.queuedMs),
             "remoteAddress": response.remoteAddress.map(JSONValue.string) ?? .null,
         ]
+        if let cache = job.pipeline.cache.outcome { fields["cache"] = .string(cache.rawValue) }
+        return fields
     }
 
     /// curl's time_* of the last attempt, from its start, in milliseconds.

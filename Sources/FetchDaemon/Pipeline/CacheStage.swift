@@ -1,0 +1,376 @@
+import FetchEngine
+import FoundationEssentials
+import JSONRPC
+
+/// The HTTP cache (docs/cache.md, RFC 9111 as a private cache; the rules are `CacheRules`).
+/// After the credential stage (a rule's Authorization is part of what an answer is stored
+/// under) and before the host's limits (a hit takes no host slot). For a GET it may use:
+///
+/// - a hold that looks the request up on the blocking threads (SQLite and the body file are
+///   never touched on the engine thread) and either answers it (`Attempt.answeredByHold`: a
+///   hit, a stale answer, only-if-cached's 504), sends it on with validators, or queues it
+///   behind an identical request in flight (collapsing);
+/// - after the attempt, stores the answer (on the blocking threads), or on a 304 / an error
+///   that stale-if-error covers, asks for the job's next step (`.next`), which this stage
+///   answers from the stored response (freshened by the 304's headers);
+/// - unsafe methods invalidate the URL and its same-origin Location / Content-Location.
+///
+/// Without --cache-dir (`cache` nil) it costs one comparison per attempt.
+final class CacheStage: Stage {
+    /// Where an answer is stored: the URL, and a digest of what makes it one user's
+    /// (Authorization, Cookie, the jar, a client certificate, the route to the server).
+    struct Key: Sendable, Equatable {
+        let url: String
+        let partition: String
+    }
+
+    let cache: HTTPCache?
+
+    init(cache: HTTPCache?) {
+        self.cache = cache
+    }
+
+    func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
+        let mode = job.spec.model.cache
+        guard let cache else {
+            // Nothing is ever stored: only-if-cached has nothing to use.
+            return mode == .onlyIfCached ? .answer(.success(Self.gatewayTimeout(attempt.request.url))) : .proceed
+        }
+        if mode != .default { attempt.request.headers += CacheRules.modeHeaders(mode, existing: attempt.request.headers) }
+        var state = job.pipeline.cache
+        defer { job.pipeline.cache = state }
+        state.served = false
+        state.pending = nil
+        if let serve = state.serveNext {
+            state.serveNext = nil
+            if case .refetch = serve {
+                state.validating = nil
+                return .proceed
+            }
+            return .hold(serveHold(serve, cache, attempt, job))
+        }
+        if let leads = state.leads {
+            // A retry of the request others wait for: they go to the network themselves.
+            state.leads = nil
+            cache.finishCollapse(leads, sharing: nil)
+        }
+        state.validating = nil
+        guard let key = Self.key(attempt, job, mode) else {
+            state.key = nil
+            state.outcome = .bypass
+            return .proceed
+        }
+        state.key = key
+        state.sentAt = cache.now()
+        if mode == .reload {
+            state.outcome = .miss
+            return .proceed
+        }
+        return .hold(lookupHold(key, mode, cache, attempt, job))
+    }
+
+    func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) {
+        guard let cache else { return }
+        var state = job.pipeline.cache
+        defer { job.pipeline.cache = state }
+        if state.served { return }
+        let request = attempt.request
+        let receivedAt = cache.now()
+        guard case .success(let response) = outcome else {
+            if let entry = state.validating, !(outcome.failureValue is JobCancelled),
+               CacheRules.mayServeOnError(entry.stored, requestHeaders: request.headers, now: receivedAt) {
+                state.pending = .stale(entry)
+            } else if let leads = state.leads {
+                state.leads = nil
+                cache.finishCollapse(leads, sharing: nil)
+            }
+            return
+        }
+        if !CacheRules.safeMethods.contains(request.method.uppercased()) {
+            cache.invalidate(CacheRules.invalidated(method: request.method, status: response.status, url: request.url,
+                                                    responseHeaders: response.headers))
+            return
+        }
+        guard let key = state.key else { return }
+        if let entry = state.validating {
+            if response.status == 304 {
+                state.pending = CacheRules.notModifiedMatches(entry.stored, response.headers)
+                    ? .revalidated(entry, response.headers, requestTime: state.sentAt, responseTime: receivedAt) : .refetch
+                return
+            }
+            if CacheRules.isErrorForStaleIfError(response.status),
+               CacheRules.mayServeOnError(entry.stored, requestHeaders: request.headers, now: receivedAt) {
+                state.pending = .stale(entry)
+                return
+            }
+        }
+        let stored = StoredResponse(status: response.status, headers: CacheRules.storedHeaders(response.headers),
+                                    requestTime: state.sentAt, responseTime: receivedAt)
+        let varyNames = CacheRules.varyNames(response.headers)
+        let storable = response.redirects == 0 && varyNames != nil
+            && CacheRules.storable(status: response.status, requestHeaders: request.headers, responseHeaders: response.headers)
+            && CacheRules.worthStoring(stored)
+        if storable, let varyNames {
+            cache.store(key: key, varyKey: CacheRules.varyKey(names: varyNames, requestHeaders: request.headers), stored: stored,
+                        body: response.body, replacing: state.validating)
+        } else if let old = state.validating {
+            // The new answer may not be kept: neither may the one it replaces.
+            cache.blocking.execute { cache.store.remove(ids: [old.id]) }
+        }
+        if let leads = state.leads {
+            state.leads = nil
+            let shareable = storable
+                && CacheRules.reuse(stored, mode: .default, requestHeaders: request.headers, now: receivedAt) == .fresh
+            cache.finishCollapse(leads, sharing: shareable ? response : nil)
+        }
+    }
+
+    /// A 304 or an error covered by stale-if-error: the next step answers from the store.
+    func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict {
+        guard cache != nil, let pending = job.pipeline.cache.pending else { return .pass }
+        job.pipeline.cache.pending = nil
+        job.pipeline.cache.serveNext = pending
+        return .next
+    }
+
+    func jobEnded(_ job: Job, _ answer: Result<JSONValue, any Error>) {
+        guard let cache else { return }
+        if let leads = job.pipeline.cache.leads {
+            job.pipeline.cache.leads = nil
+            cache.finishCollapse(leads, sharing: nil)
+        }
+        if let outcome = job.pipeline.cache.outcome { cache.count(outcome) }
+    }
+
+    // MARK: which requests
+
+    /// The key a GET is stored under, or nil when the cache stays out of it: another method,
+    /// a stub's answer, a body, a download (for now), the client's own conditional or Range
+    /// request (WHATWG fetch makes those no-store), mode or directive no-store.
+    static func key(_ attempt: Attempt, _ job: Job, _ mode: CacheMode) -> Key? {
+        let request = attempt.request
+        guard mode != .noStore, request.method == "GET", attempt.substitute == nil, job.pipeline.stubRecording == nil,
+              request.body == .none, request.range == nil, case .memory = request.destination,
+              !request.headers.contains(where: { h in CacheRules.conditionalFields.contains { h.name.caseInsensitiveEquals($0) } }),
+              !CacheRules.RequestDirectives(request.headers).noStore else { return nil }
+        return Key(url: CacheRules.primaryKey(request.url), partition: partition(request))
+    }
+
+    /// A digest of what makes an answer one user's or one route's: an answer is reused only
+    /// for requests with the same (protocol.md: the same Authorization, the rule's included).
+    static func partition(_ request: HTTPRequest) -> String {
+        var text = ""
+        for name in ["Authorization", "Proxy-Authorization", "Cookie"] {
+            for header in request.headers where header.name.caseInsensitiveEquals(name) { text += "\(name):\(header.value)\n" }
+        }
+        text += "jar:\(request.cookieJar ?? "")\ncert:\(request.certFile ?? "")\nkey:\(request.keyFile ?? "")\n"
+        text += "unix:\(request.unixSocket ?? "")\nto:\(request.connectTo.joined(separator: ","))\nproxy:\(request.proxy ?? "-")\n"
+        text += "aws:\(request.awsSigV4?.accessKeyID ?? "")\nremoved:\(request.removedHeaders.joined(separator: ","))\n"
+        text += "tls:\(request.insecure ? 1 : 0):\(request.caFile ?? "")\n"
+        var digest = SHA256()
+        digest.update(Array(text.utf8))
+        return digest.finishHex()
+    }
+
+    /// Requests that may share one transfer: the same key and the same request fields (which
+    /// covers whatever the answer's Vary names).
+    static func collapseKey(_ key: Key, _ headers: [HTTPHeader]) -> String {
+        let fields = headers.map { $0.name.lowercased() + ":" + $0.value }.sorted().joined(separator: "\n")
+        return key.url + "\n" + key.partition + "\n" + fields
+    }
+
+    // MARK: the holds (on the blocking threads)
+
+    private func lookupHold(_ key: Key, _ mode: CacheMode, _ cache: HTTPCache, _ attempt: Attempt, _ job: Job) -> Hold {
+        let once = ReleaseOnce()
+        return Hold(
+            start: { release in
+                once.arm(release)
+                cache.blocking.execute { Self.lookUp(key, mode, cache, attempt, job, once) }
+            },
+            cancel: { error in once.fire(.failure(error)) })
+    }
+
+    private static func lookUp(_ key: Key, _ mode: CacheMode, _ cache: HTTPCache, _ attempt: Attempt, _ job: Job,
+                               _ once: ReleaseOnce) {
+        let headers = attempt.request.headers
+        let now = cache.now()
+        let found = cache.store.select(url: key.url, partition: key.partition, requestHeaders: headers)
+        var toValidate: CacheStore.Entry? = nil
+        if let entry = found {
+            let reuse = CacheRules.reuse(entry.stored, mode: mode, requestHeaders: headers, now: now)
+            if reuse == .validate {
+                toValidate = entry
+            } else if entry.bodyBytes <= attempt.request.maxBodyBytes, let body = cache.store.readBody(entry) {
+                cache.store.touch(entry)
+                let response = served(entry, body: body, url: attempt.request.url, now: now)
+                if reuse == .staleWhileRevalidate {
+                    cache.revalidateInBackground(entry, request: attempt.request, varyKey: entry.varyKey)
+                }
+                answer(attempt, job, cache, response, reuse == .fresh ? .hit : .stale, once)
+                return
+            }
+        }
+        if mode == .onlyIfCached {
+            return answer(attempt, job, cache, gatewayTimeout(attempt.request.url), .miss, once)
+        }
+        let validating = toValidate
+        let toNetwork: @Sendable (String?) -> Bool = { leads in
+            once.fire(.success(())) {
+                if let validating {
+                    attempt.request.headers += CacheRules.conditionalHeaders(for: validating.stored)
+                    job.pipeline.cache.validating = validating
+                }
+                job.pipeline.cache.outcome = .miss
+                job.pipeline.cache.leads = leads
+            }
+        }
+        guard mode == .default || mode == .forceCache else {
+            _ = toNetwork(nil)
+            return
+        }
+        let collapse = collapseKey(key, headers)
+        let leader = cache.lead(collapse) { shared in
+            if let shared, shared.body.count <= attempt.request.maxBodyBytes {
+                var response = shared
+                response.url = attempt.request.url
+                response.exchange = []
+                answer(attempt, job, cache, response, .collapsed, once)
+            } else {
+                _ = toNetwork(nil)
+            }
+        }
+        // A leader cancelled meanwhile must not leave its followers waiting.
+        if leader && !toNetwork(collapse) { cache.finishCollapse(collapse, sharing: nil) }
+    }
+
+    private func serveHold(_ serve: Serve, _ cache: HTTPCache, _ attempt: Attempt, _ job: Job) -> Hold {
+        let once = ReleaseOnce()
+        return Hold(
+            start: { release in
+                once.arm(release)
+                cache.blocking.execute { Self.serveStored(serve, cache, attempt, job, once) }
+            },
+            cancel: { error in once.fire(.failure(error)) })
+    }
+
+    /// After a 304 (the stored response freshened) or an error stale-if-error covers.
+    private static func serveStored(_ serve: Serve, _ cache: HTTPCache, _ attempt: Attempt, _ job: Job, _ once: ReleaseOnce) {
+        let now = cache.now()
+        var entry: CacheStore.Entry
+        let outcome: CacheOutcome
+        switch serve {
+        case .revalidated(let validated, let notModified, let requestTime, let responseTime):
+            entry = validated
+            entry.stored = CacheRules.updated(validated.stored, with: notModified, requestTime: requestTime, responseTime: responseTime)
+            cache.store.update(validated, to: entry.stored)
+            outcome = .revalidated
+        case .stale(let stale):
+            entry = stale
+            outcome = .stale
+        case .refetch:
+            return
+        }
+        let leads = job.pipeline.cache.leads
+        guard let body = cache.store.readBody(entry) else {
+            // The body went (evicted, purged): a plain request.
+            once.fire(.success(())) {
+                job.pipeline.cache.validating = nil
+                job.pipeline.cache.outcome = .miss
+            }
+            return
+        }
+        let response = served(entry, body: body, url: attempt.request.url, now: now)
+        if let leads {
+            let fresh = outcome == .revalidated
+                && CacheRules.reuse(entry.stored, mode: .default, requestHeaders: attempt.request.headers, now: now) == .fresh
+            job.pipeline.cache.leads = nil
+            cache.finishCollapse(leads, sharing: fresh ? response : nil)
+        }
+        answer(attempt, job, cache, response, outcome, once)
+    }
+
+    private static func answer(_ attempt: Attempt, _ job: Job, _ cache: HTTPCache, _ response: HTTPResponse,
+                               _ outcome: CacheOutcome, _ once: ReleaseOnce) {
+        once.fire(.success(())) {
+            attempt.answeredByHold = .success(response)
+            job.pipeline.cache.outcome = outcome
+            job.pipeline.cache.served = true
+            if cache.httpLog.isEnabled {
+                var request = attempt.request
+                request.recordsExchange = true
+                var answered = response
+                var hop = ExchangeHop(url: request.url, method: request.method)
+                hop.requestHeaders = request.headers
+                hop.httpVersion = response.httpVersion
+                hop.status = response.status
+                hop.responseHeaders = response.headers
+                answered.exchange = [hop]
+                job.record(Job.AttemptRecord(number: attempt.number, startedAt: Date(), request: request,
+                                             outcome: .success(answered), ruleSecrets: attempt.ruleSecrets))
+            }
+        }
+    }
+
+    /// A stored response as the answer: its headers with the current Age (RFC 9111 5.1).
+    static func served(_ entry: CacheStore.Entry, body: [UInt8], url: String, now: Double) -> HTTPResponse {
+        var headers = entry.stored.headers.filter { !$0.name.caseInsensitiveEquals("Age") }
+        headers.append(HTTPHeader("Age", String(Int(CacheRules.currentAge(entry.stored, now: now)))))
+        return HTTPResponse(status: entry.stored.status, headers: headers, url: url, body: body, redirects: 0,
+                            httpVersion: "cache", timings: TransferTimings(), sentBytes: 0, receivedBytes: Int64(body.count))
+    }
+
+    /// only-if-cached with nothing usable (RFC 9111 5.2.1.7).
+    static func gatewayTimeout(_ url: String) -> HTTPResponse {
+        HTTPResponse(status: 504, headers: [], url: url, body: [], redirects: 0, httpVersion: "cache",
+                     timings: TransferTimings(), sentBytes: 0, receivedBytes: 0)
+    }
+
+    /// What the next step serves from the store.
+    enum Serve: Sendable {
+        case revalidated(CacheStore.Entry, [HTTPHeader], requestTime: Double, responseTime: Double)
+        case stale(CacheStore.Entry)
+        /// The 304 was not for the stored response: ask again without validators.
+        case refetch
+    }
+}
+
+/// What the cache stage keeps between a job's attempts.
+struct CacheState: Sendable {
+    var key: CacheStage.Key?
+    /// What the result's `cache` field says (nil: no cache).
+    var outcome: CacheOutcome?
+    /// The stored response the attempt's validators came from.
+    var validating: CacheStore.Entry?
+    /// When the attempt's request went (RFC 9111's request_time).
+    var sentAt = 0.0
+    /// Decided when the attempt ended, taken by `judge`; then served by the next step.
+    var pending: CacheStage.Serve?
+    var serveNext: CacheStage.Serve?
+    /// The collapse key this job's transfer leads.
+    var leads: String?
+    /// The attempt was answered by the cache.
+    var served = false
+}
+
+/// A hold's release that happens once: a cancel, or the hold's own work (whose changes to the
+/// attempt and job are made only when it wins, under the lock).
+final class ReleaseOnce: Sendable {
+    private let pending = Locked<(@Sendable (Result<Void, any Error>) -> Void)?>(nil)
+
+    func arm(_ release: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        pending.withLock { $0 = release }
+    }
+
+    @discardableResult
+    func fire(_ result: Result<Void, any Error>, apply: () -> Void = {}) -> Bool {
+        let release = pending.withLock { p -> (@Sendable (Result<Void, any Error>) -> Void)? in
+            guard let release = p else { return nil }
+            p = nil
+            apply()
+            return release
+        }
+        release?(result)
+        return release != nil
+    }
+}
