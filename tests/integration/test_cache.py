@@ -494,6 +494,31 @@ class TestStatsAndPurge(CacheCase):
         self.assertEqual(e.exception.code, -32602)
 
 
+class TestHTTPLog(CacheCase):
+    def test_har_says_what_the_cache_did(self):
+        logdir = os.path.join(self.base, "har")
+        self.c.call("setLogging", {"enabled": True, "directory": logdir})
+        try:
+            k = key("har")
+            url = origin(k, cc="max-age=60", etag="E")
+            self.get(url, jobId=f"{k}-1")
+            self.get(url, jobId=f"{k}-2")
+        finally:
+            self.c.call("setLogging", {"enabled": False})
+
+        def entries(job_id):
+            wait_for(lambda: any(n.endswith(f"-{job_id}.har") for n in os.listdir(logdir)))
+            (name,) = [n for n in os.listdir(logdir) if n.endswith(f"-{job_id}.har")]
+            with open(os.path.join(logdir, name)) as f:
+                return json.load(f)["log"]["entries"]
+        (miss,) = entries(f"{k}-1")
+        self.assertEqual(miss["cache"]["comment"], "miss")
+        (hit,) = entries(f"{k}-2")
+        self.assertEqual(hit["cache"]["comment"], "hit")
+        self.assertEqual(hit["cache"]["_eTag"], '"E"')
+        self.assertEqual(hit["response"]["status"], 200)
+
+
 class TestFetchctl(CacheCase):
     def ctl(self, *args):
         r = subprocess.run([os.path.join(REPO, "clients", "fetchctl"), "--socket", self.daemon.socket_path, *args],

@@ -183,9 +183,11 @@ final class Job: Sendable {
     struct Info: Sendable {
         let id: String
         let comment: String?
+        /// HAR's cache object of the job's last entry (what the HTTP cache did).
+        var cache: JSONObject? = nil
     }
 
-    var info: Info { Info(id: id, comment: comment) }
+    var info: Info { Info(id: id, comment: comment, cache: pipeline.cache.har) }
 
     /// One attempt as sent and as it ended, for HTTP logs.
     struct AttemptRecord: Sendable {

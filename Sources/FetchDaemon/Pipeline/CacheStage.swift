@@ -55,6 +55,7 @@ final class CacheStage: Stage {
             cache.finishCollapse(leads, sharing: nil)
         }
         state.validating = nil
+        state.used = nil
         guard let key = Self.key(attempt, job, mode) else {
             state.key = nil
             state.outcome = .bypass
@@ -207,7 +208,7 @@ final class CacheStage: Stage {
                 if reuse == .staleWhileRevalidate {
                     cache.revalidateInBackground(entry, request: attempt.request, varyKey: entry.varyKey)
                 }
-                answer(attempt, job, cache, response, reuse == .fresh ? .hit : .stale, once)
+                answer(attempt, job, cache, response, reuse == .fresh ? .hit : .stale, once, entry: entry)
                 return
             }
         }
@@ -287,13 +288,14 @@ final class CacheStage: Stage {
             job.pipeline.cache.leads = nil
             cache.finishCollapse(leads, sharing: fresh ? response : nil)
         }
-        answer(attempt, job, cache, response, outcome, once)
+        answer(attempt, job, cache, response, outcome, once, entry: entry)
     }
 
     private static func answer(_ attempt: Attempt, _ job: Job, _ cache: HTTPCache, _ response: HTTPResponse,
-                               _ outcome: CacheOutcome, _ once: ReleaseOnce) {
+                               _ outcome: CacheOutcome, _ once: ReleaseOnce, entry: CacheStore.Entry? = nil) {
         once.fire(.success(())) {
             attempt.answeredByHold = .success(response)
+            job.pipeline.cache.used = entry
             job.pipeline.cache.outcome = outcome
             job.pipeline.cache.served = true
             if cache.httpLog.isEnabled {
@@ -351,6 +353,24 @@ struct CacheState: Sendable {
     var leads: String?
     /// The attempt was answered by the cache.
     var served = false
+    /// The stored response that answered, or that the validators came from.
+    var used: CacheStore.Entry?
+
+    /// HAR's cache object: what the cache did (`comment`), and the stored response it used
+    /// (`_storedAt`, `_eTag`, `_expires` as HAR's beforeRequest would name them).
+    var har: JSONObject? {
+        guard let outcome else { return nil }
+        var object: JSONObject = ["comment": .string(outcome.rawValue)]
+        if let entry = used ?? validating {
+            let stored = entry.stored
+            let expires = stored.responseTime + CacheRules.freshnessLifetime(stored)
+                - CacheRules.currentAge(stored, now: stored.responseTime)
+            object["_storedAt"] = .string(ISO8601Format.string(Date(timeIntervalSince1970: stored.responseTime)))
+            object["_expires"] = .string(ISO8601Format.string(Date(timeIntervalSince1970: expires)))
+            if let etag = stored.etag { object["_eTag"] = .string(etag) }
+        }
+        return object
+    }
 }
 
 /// A hold's release that happens once: a cancel, or the hold's own work (whose changes to the
