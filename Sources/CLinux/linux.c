@@ -16,6 +16,9 @@
 #include <spawn.h>
 #include <signal.h>
 #include <errno.h>
+#include <sys/ioctl.h>
+#include <linux/fs.h>
+#include <sys/stat.h>
 
 
 int fetchd_epoll_add(int ep, int fd, unsigned int events) {
@@ -121,3 +124,37 @@ int fetchd_spawn(const char *path, char *const argv[], char *const envp[], int i
 }
 
 int fetchd_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+long long fetchd_clone_or_copy(int in, int out, int *cloned) {
+    struct stat info;
+    *cloned = 0;
+    if (fstat(in, &info) != 0) return -errno;
+    if (ioctl(out, FICLONE, in) == 0) {
+        *cloned = 1;
+        return (long long)info.st_size;
+    }
+    long long done = 0;
+    while (done < (long long)info.st_size) {
+        ssize_t n = copy_file_range(in, NULL, out, NULL, (size_t)(info.st_size - done), 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += n;
+    }
+    if (done == (long long)info.st_size) return done;
+    /* copy_file_range refused (another filesystem, an old kernel): plain reads and writes. */
+    char buffer[1 << 16];
+    while (1) {
+        ssize_t n = pread(in, buffer, sizeof buffer, done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        if (n == 0) return done;
+        ssize_t written = 0;
+        while (written < n) {
+            ssize_t w = pwrite(out, buffer + written, (size_t)(n - written), done + written);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) return -errno;
+            written += w;
+        }
+        done += n;
+    }
+}

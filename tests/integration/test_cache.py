@@ -494,6 +494,51 @@ class TestStatsAndPurge(CacheCase):
         self.assertEqual(e.exception.code, -32602)
 
 
+class TestDownloads(CacheCase):
+    def download(self, url, name, **params):
+        path = os.path.join(self.base, name)
+        params.update(url=url, path=path, overwrite=True)
+        r = self.c.call("download", params, timeout=60)
+        with open(path, "rb") as f:
+            return r, f.read()
+
+    def test_a_download_is_stored_and_served_from_the_cache(self):
+        k = key("dl")
+        url = origin(k, cc="max-age=600", bytes="300000")
+        first, body1 = self.download(url, f"{k}-1")
+        self.assertEqual((first["cache"], len(body1)), ("miss", 300000), first)
+        wait_for(lambda: self.c.call("fetch", {"url": url, "cache": "only-if-cached"})["status"] == 200,
+                 message="the download's file stored")
+        second, body2 = self.download(url, f"{k}-2")
+        self.assertEqual(second["cache"], "hit", second)
+        self.assertEqual(body2, body1)
+        self.assertEqual(second["sha256"], hashlib.sha256(body1).hexdigest())
+        self.assertEqual(second["bytes"], 300000)
+        self.assertEqual(origin_count(k), 1)
+
+    def test_a_fetched_answer_serves_a_download(self):
+        k = key("dlfetch")
+        url = origin(k, cc="max-age=600", etag="E")
+        fetched = self.get(url)
+        r, body = self.download(url, k)
+        self.assertEqual(r["cache"], "hit", r)
+        self.assertEqual(body.decode(), fetched["body"])
+
+    def test_a_download_revalidates(self):
+        k = key("dlreval")
+        url = origin(k, cc="no-cache", etag="E", bytes="5000")
+        before = self.c.call("getCacheStats")["entries"]
+        self.download(url, f"{k}-1")
+        wait_for(lambda: self.c.call("getCacheStats")["entries"] == before + 1)
+        r, body = self.download(url, f"{k}-2")
+        self.assertEqual(r["cache"], "revalidated", r)
+        self.assertEqual(len(body), 5000)
+        self.assertEqual(r["sha256"], hashlib.sha256(body).hexdigest())
+        log = origin_log(k)
+        self.assertEqual(log["count"], 2)
+        self.assertEqual(log["requests"][1]["ifNoneMatch"], '"E"')
+
+
 class TestHTTPLog(CacheCase):
     def test_har_says_what_the_cache_did(self):
         logdir = os.path.join(self.base, "har")

@@ -35,5 +35,9 @@ int fetchd_spawn(const char *path, char *const argv[], char *const envp[], int i
 int fetchd_name_this_thread(const char *name);
 /* An HTTP date (IMF-fixdate, RFC 850 or asctime form, C locale) as Unix seconds; -1 if it is not one. */
 long long fetchd_parse_http_date(const char *text);
+/* All of `in` copied into the empty `out`: a reflink (FICLONE) where the filesystem can share
+ * the extents, else copy_file_range (in the kernel), else read and write. Bytes copied, or -errno;
+ * *cloned is set to 1 for a reflink. */
+long long fetchd_clone_or_copy(int in, int out, int *cloned);
 extern const unsigned int FETCHD_EPOLLIN, FETCHD_EPOLLOUT, FETCHD_EPOLLRDHUP, FETCHD_EPOLLHUP, FETCHD_EPOLLERR;
 #endif

@@ -1,3 +1,4 @@
+import CLinux
 import CSQLite
 import FetchEngine
 import Glibc
@@ -226,6 +227,18 @@ final class CacheStore: Sendable {
                 done += n
             }
             bytes += Int64(done)
+        }
+
+        /// The whole of `source` (a downloaded file): reflinked where the filesystem allows,
+        /// else copied in the kernel. Nothing passes through memory.
+        func copy(from source: Int32) {
+            var cloned: Int32 = 0
+            let copied = fetchd_clone_or_copy(source, fd, &cloned)
+            if copied < 0 {
+                failure = String(cString: strerror(Int32(-copied)))
+            } else {
+                bytes += copied
+            }
         }
 
         func write(_ bytes: [UInt8]) {

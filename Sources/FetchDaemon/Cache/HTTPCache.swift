@@ -116,6 +116,27 @@ final class HTTPCache: Sendable {
         }
     }
 
+    /// A landed download's file (opened already: a file renamed over it later is not what
+    /// was downloaded) copied into the store, then closed; stored only when it has the size
+    /// the download had.
+    func store(key: CacheStage.Key, varyKey: String, stored: StoredResponse, file: Int32, bytes: Int64,
+               replacing old: CacheStore.Entry?) {
+        blocking.execute { [store, log] in
+            defer { close(file) }
+            do {
+                let writer = try store.newBody()
+                writer.copy(from: file)
+                guard writer.bytes == bytes else { return writer.discard() }
+                if store.insert(url: key.url, partition: key.partition, varyKey: varyKey, stored: stored, body: writer) == nil,
+                   let old {
+                    store.remove(ids: [old.id])
+                }
+            } catch {
+                log.error("cache: cannot store \(URLRedaction.redactURLs(in: key.url)): \(error)")
+            }
+        }
+    }
+
     func invalidate(_ urls: [String]) {
         guard !urls.isEmpty else { return }
         blocking.execute { [store] in store.remove(urls: urls) }

@@ -1,5 +1,6 @@
 import FetchEngine
 import FoundationEssentials
+import Glibc
 import JSONRPC
 
 /// The HTTP cache (docs/cache.md, RFC 9111 as a private cache; the rules are `CacheRules`).
@@ -111,7 +112,13 @@ final class CacheStage: Stage {
         let storable = response.redirects == 0 && varyNames != nil
             && CacheRules.storable(status: response.status, requestHeaders: request.headers, responseHeaders: response.headers)
             && CacheRules.worthStoring(stored)
-        if storable, let varyNames {
+        if storable, let varyNames, job.spec.kind == .download {
+            // Its body is a file, copied into the store once it has landed (jobEnded).
+            if let written = response.download, written.wroteFile, !written.resumed {
+                state.landing = Landing(key: key, varyKey: CacheRules.varyKey(names: varyNames, requestHeaders: request.headers),
+                                        stored: stored, bytes: written.fileBytes, replacing: state.validating)
+            }
+        } else if storable, let varyNames {
             cache.store(key: key, varyKey: CacheRules.varyKey(names: varyNames, requestHeaders: request.headers), stored: stored,
                         body: response.body, replacing: state.validating)
         } else if let old = state.validating {
@@ -141,16 +148,36 @@ final class CacheStage: Stage {
             cache.finishCollapse(leads, sharing: nil)
         }
         if let outcome = job.pipeline.cache.outcome { cache.count(outcome) }
+        if let landing = job.pipeline.cache.landing, case .success(let result) = answer,
+           let path = result.objectValue?["path"]?.stringValue, result.objectValue?["bytes"]?.integerValue == Int(landing.bytes) {
+            job.pipeline.cache.landing = nil
+            // A download is answered on the blocking threads: opened here, before the client
+            // hears of it, so the file copied is the one downloaded.
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+            guard fd >= 0 else { return }
+            cache.store(key: landing.key, varyKey: landing.varyKey, stored: landing.stored, file: fd, bytes: landing.bytes,
+                        replacing: landing.replacing)
+        }
+    }
+
+    /// A download's answer to store once its file has landed.
+    struct Landing: Sendable {
+        let key: Key
+        let varyKey: String
+        let stored: StoredResponse
+        let bytes: Int64
+        let replacing: CacheStore.Entry?
     }
 
     // MARK: which requests
 
     /// The key a GET is stored under, or nil when the cache stays out of it: another method,
-    /// a stub's answer, a body, a download (for now), the client's own conditional or Range
+    /// an upload, a stub's answer, a body, the client's own conditional or Range
     /// request (WHATWG fetch makes those no-store), mode or directive no-store.
     static func key(_ attempt: Attempt, _ job: Job, _ mode: CacheMode) -> Key? {
         let request = attempt.request
-        guard mode != .noStore, request.method == "GET", attempt.substitute == nil, job.pipeline.stubRecording == nil,
+        guard mode != .noStore, request.method == "GET", job.spec.kind != .upload, attempt.substitute == nil,
+              job.pipeline.stubRecording == nil,
               request.body == .none, request.range == nil, case .memory = request.destination,
               !request.headers.contains(where: { h in CacheRules.conditionalFields.contains { h.name.caseInsensitiveEquals($0) } }),
               !CacheRules.RequestDirectives(request.headers).noStore else { return nil }
@@ -202,6 +229,12 @@ final class CacheStage: Stage {
             let reuse = CacheRules.reuse(entry.stored, mode: mode, requestHeaders: headers, now: now)
             if reuse == .validate {
                 toValidate = entry
+            } else if job.spec.kind == .download {
+                cache.store.touch(entry)
+                if reuse == .staleWhileRevalidate {
+                    cache.revalidateInBackground(entry, request: attempt.request, varyKey: entry.varyKey)
+                }
+                return substitute(entry, attempt, job, cache, reuse == .fresh ? .hit : .stale, once)
             } else if entry.bodyBytes <= attempt.request.maxBodyBytes, let body = cache.store.readBody(entry) {
                 cache.store.touch(entry)
                 let response = served(entry, body: body, url: attempt.request.url, now: now)
@@ -226,7 +259,8 @@ final class CacheStage: Stage {
                 job.pipeline.cache.leads = leads
             }
         }
-        guard mode == .default || mode == .forceCache else {
+        // Downloads are not collapsed: their answers are files, not bodies to share.
+        guard mode == .default || mode == .forceCache, job.spec.kind == .fetch else {
             _ = toNetwork(nil)
             return
         }
@@ -273,6 +307,9 @@ final class CacheStage: Stage {
             return
         }
         let leads = job.pipeline.cache.leads
+        if job.spec.kind == .download {
+            return substitute(entry, attempt, job, cache, outcome, once)
+        }
         guard let body = cache.store.readBody(entry) else {
             // The body went (evicted, purged): a plain request.
             once.fire(.success(())) {
@@ -289,6 +326,39 @@ final class CacheStage: Stage {
             cache.finishCollapse(leads, sharing: fresh ? response : nil)
         }
         answer(attempt, job, cache, response, outcome, once, entry: entry)
+    }
+
+    /// A download answered from the store: where the transfer would start (once the part
+    /// file stage has prepared its file), the stored body is streamed from its file through
+    /// the download's own writer (so the digest and the landing are a transfer's), block by
+    /// block. A body gone meanwhile fails the attempt (kind `other`), which the retry policy
+    /// judges.
+    private static func substitute(_ entry: CacheStore.Entry, _ attempt: Attempt, _ job: Job, _ cache: HTTPCache,
+                                   _ outcome: CacheOutcome, _ once: ReleaseOnce) {
+        once.fire(.success(())) {
+            job.pipeline.cache.used = entry
+            job.pipeline.cache.outcome = outcome
+            job.pipeline.cache.served = true
+            attempt.substitute = Substitute { attempt, _ in
+                guard case .file(let target) = attempt.request.destination else {
+                    return Substitute.Made(outcome: .failure(TransferError(.other, "a download without its file")))
+                }
+                guard let fd = cache.store.openBody(entry) else {
+                    return Substitute.Made(outcome: .failure(TransferError(.other, "the stored answer is gone")))
+                }
+                defer { close(fd) }
+                var response = served(entry, body: [], url: attempt.request.url, now: cache.now())
+                switch KnownBody.write(contentsOf: fd, status: entry.stored.status, headers: response.headers, to: target) {
+                case .success(let written):
+                    response.download = written.download
+                    response.body = written.errorBody
+                    response.receivedBytes = entry.bodyBytes
+                    return Substitute.Made(outcome: .success(response))
+                case .failure(let error):
+                    return Substitute.Made(outcome: .failure(error))
+                }
+            }
+        }
     }
 
     private static func answer(_ attempt: Attempt, _ job: Job, _ cache: HTTPCache, _ response: HTTPResponse,
@@ -353,6 +423,8 @@ struct CacheState: Sendable {
     var leads: String?
     /// The attempt was answered by the cache.
     var served = false
+    /// A download's answer, stored when the job ends.
+    var landing: CacheStage.Landing?
     /// The stored response that answered, or that the validators came from.
     var used: CacheStore.Entry?
 
