@@ -181,7 +181,10 @@ final class CacheStore: Sendable {
         while done < body.count {
             let n = body[done...].withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(done)) }
             if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return nil }
+            guard n > 0 else {
+                remove(ids: [entry.id])
+                return nil
+            }
             done += n
         }
         return body
@@ -368,7 +371,7 @@ final class CacheStore: Sendable {
                 rows = try s.db.query("SELECT id, body_file, bytes FROM entries WHERE url = ?", [.text(url)])
             } else if let prefix {
                 rows = try s.db.query("SELECT id, body_file, bytes FROM entries WHERE substr(url, 1, ?) = ?",
-                                      [.integer(Int64(prefix.utf8.count)), .text(prefix)])
+                                      [.integer(Int64(prefix.unicodeScalars.count)), .text(prefix)])
             } else {
                 rows = try s.db.query("SELECT id, body_file, bytes FROM entries")
             }

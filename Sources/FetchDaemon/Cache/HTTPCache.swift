@@ -18,7 +18,7 @@ final class HTTPCache: Sendable {
     let now: @Sendable () -> Double
 
     private let counters = Locked(Counters())
-    private let inFlight = Locked<[String: [Follower]]>([:])
+    private let inFlight = Locked<[String: Flight]>([:])
     private let revalidating = Locked<Set<Int64>>([])
     private let transferIDs = Atomic<UInt64>(3 << 61)
 
@@ -29,6 +29,13 @@ final class HTTPCache: Sendable {
     /// A collapsed request waiting for the one in flight: `done` is called once, with the
     /// response it may share (a hit for the waiter) or nil (the waiter goes to the network).
     typealias Follower = @Sendable (HTTPResponse?) -> Void
+
+    /// A collapse key's request in flight, or its answer being written to the store (then a
+    /// request for it waits for the write and looks up again: it finds what was stored).
+    private enum Flight {
+        case transfer([Follower])
+        case storing([@Sendable () -> Void])
+    }
 
     init(store: CacheStore, blocking: WorkerThreads, engine: HTTPEngine, log: Logger, httpLog: HTTPLog,
          now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
@@ -44,6 +51,12 @@ final class HTTPCache: Sendable {
     static func open(options: DaemonOptions, blocking: WorkerThreads, engine: HTTPEngine, log: Logger,
                      httpLog: HTTPLog) throws -> HTTPCache? {
         guard let directory = options.cacheDirectoryInUse else { return nil }
+        // mkdir -p of what is above it, 0700 as XDG asks of ~/.cache.
+        var prefix = ""
+        for part in PathText.directory(of: directory).split(separator: "/") {
+            prefix += "/" + part
+            mkdir(prefix, 0o700)
+        }
         try SocketPath.preparePrivateDirectory(directory, uid: getuid(), what: "cache directory",
                                                fix: "remove it, or choose another directory with --cache-dir")
         do {
@@ -78,30 +91,52 @@ final class HTTPCache: Sendable {
     // MARK: collapsing
 
     /// Joins the transfer in flight for `key`, or becomes it: true for the leader (it goes to
-    /// the network and must call `finishCollapse`), false when `follower` was queued.
-    func lead(_ key: String, or follower: @escaping Follower) -> Bool {
+    /// the network and must call `finishCollapse`), false when `follower` was queued, or
+    /// (the answer is being stored) `again` will run once it is stored.
+    func lead(_ key: String, or follower: @escaping Follower, again: @escaping @Sendable () -> Void) -> Bool {
         inFlight.withLock { map in
-            if map[key] != nil {
-                map[key]!.append(follower)
+            switch map[key] {
+            case nil:
+                map[key] = .transfer([])
+                return true
+            case .transfer(let followers)?:
+                map[key] = .transfer(followers + [follower])
+                return false
+            case .storing(let waiting)?:
+                map[key] = .storing(waiting + [again])
                 return false
             }
-            map[key] = []
-            return true
         }
     }
 
     /// The leader is done: its waiters get its response if they may share it, else nil.
-    func finishCollapse(_ key: String, sharing response: HTTPResponse?) {
-        let followers = inFlight.withLock { $0.removeValue(forKey: key) } ?? []
+    /// `storing`: its answer is being written; until `stored(key)`, newcomers wait for it.
+    func finishCollapse(_ key: String, sharing response: HTTPResponse?, storing: Bool = false) {
+        let followers = inFlight.withLock { map -> [Follower] in
+            guard case .transfer(let followers)? = map.removeValue(forKey: key) else { return [] }
+            if storing { map[key] = .storing([]) }
+            return followers
+        }
         for follower in followers { follower(response) }
+    }
+
+    /// The answer of `key` is in the store (or could not be put there).
+    func stored(_ key: String) {
+        let waiting = inFlight.withLock { map -> [@Sendable () -> Void] in
+            guard case .storing(let waiting)? = map[key] else { return [] }
+            map[key] = nil
+            return waiting
+        }
+        for again in waiting { blocking.execute(again) }
     }
 
     // MARK: storing (on the blocking threads)
 
     /// Writes the answer's body and stores it (replacing the variant with the same Vary key).
     func store(key: CacheStage.Key, varyKey: String, stored: StoredResponse, body: [UInt8],
-               replacing old: CacheStore.Entry?) {
+               replacing old: CacheStore.Entry?, then done: (@Sendable () -> Void)? = nil) {
         blocking.execute { [store, log] in
+            defer { done?() }
             do {
                 let writer = try store.newBody()
                 writer.write(body)

@@ -75,6 +75,11 @@ final class CacheStage: Stage {
         guard let cache else { return }
         var state = job.pipeline.cache
         defer { job.pipeline.cache = state }
+        if state.reserved > 0 {
+            // A body read from the store is the answer's now, as a transfer's at its end.
+            job.bodyBudget?.released(job.transferID, holding: state.reserved)
+            state.reserved = 0
+        }
         if state.served { return }
         let request = attempt.request
         let receivedAt = cache.now()
@@ -119,17 +124,24 @@ final class CacheStage: Stage {
                                         stored: stored, bytes: written.fileBytes, replacing: state.validating)
             }
         } else if storable, let varyNames {
+            // Requests for it that come while it is written wait for it (then look it up).
+            let leads = state.leads
+            if let leads {
+                state.leads = nil
+                let shareable = CacheRules.reuse(stored, mode: .default, requestHeaders: request.headers, now: receivedAt) == .fresh
+                cache.finishCollapse(leads, sharing: shareable ? response : nil, storing: true)
+            }
+            var done: (@Sendable () -> Void)? = nil
+            if let leads { done = { cache.stored(leads) } }
             cache.store(key: key, varyKey: CacheRules.varyKey(names: varyNames, requestHeaders: request.headers), stored: stored,
-                        body: response.body, replacing: state.validating)
+                        body: response.body, replacing: state.validating, then: done)
         } else if let old = state.validating {
             // The new answer may not be kept: neither may the one it replaces.
             cache.blocking.execute { cache.store.remove(ids: [old.id]) }
         }
         if let leads = state.leads {
             state.leads = nil
-            let shareable = storable
-                && CacheRules.reuse(stored, mode: .default, requestHeaders: request.headers, now: receivedAt) == .fresh
-            cache.finishCollapse(leads, sharing: shareable ? response : nil)
+            cache.finishCollapse(leads, sharing: nil)
         }
     }
 
@@ -235,7 +247,13 @@ final class CacheStage: Stage {
                     cache.revalidateInBackground(entry, request: attempt.request, varyKey: entry.varyKey)
                 }
                 return substitute(entry, attempt, job, cache, reuse == .fresh ? .hit : .stale, once)
-            } else if entry.bodyBytes <= attempt.request.maxBodyBytes, let body = cache.store.readBody(entry) {
+            } else if entry.bodyBytes <= attempt.request.maxBodyBytes {
+                let body: [UInt8]
+                switch budgeted(entry, job, cache, again: { Self.lookUp(key, mode, cache, attempt, job, once) }) {
+                case .wait: return
+                case .gone: return lookUp(key, mode, cache, attempt, job, once)
+                case .body(let read): body = read
+                }
                 cache.store.touch(entry)
                 let response = served(entry, body: body, url: attempt.request.url, now: now)
                 if reuse == .staleWhileRevalidate {
@@ -265,7 +283,7 @@ final class CacheStage: Stage {
             return
         }
         let collapse = collapseKey(key, headers)
-        let leader = cache.lead(collapse) { shared in
+        let leader = cache.lead(collapse, or: { shared in
             if let shared, shared.body.count <= attempt.request.maxBodyBytes {
                 var response = shared
                 response.url = attempt.request.url
@@ -274,7 +292,7 @@ final class CacheStage: Stage {
             } else {
                 _ = toNetwork(nil)
             }
-        }
+        }, again: { Self.lookUp(key, mode, cache, attempt, job, once) })
         // A leader cancelled meanwhile must not leave its followers waiting.
         if leader && !toNetwork(collapse) { cache.finishCollapse(collapse, sharing: nil) }
     }
@@ -310,7 +328,9 @@ final class CacheStage: Stage {
         if job.spec.kind == .download {
             return substitute(entry, attempt, job, cache, outcome, once)
         }
-        guard let body = cache.store.readBody(entry) else {
+        let read = budgeted(entry, job, cache, again: { Self.serveStored(serve, cache, attempt, job, once) })
+        if case .wait = read { return }
+        guard case .body(let body) = read else {
             // The body went (evicted, purged): a plain request.
             once.fire(.success(())) {
                 job.pipeline.cache.validating = nil
@@ -326,6 +346,29 @@ final class CacheStage: Stage {
             cache.finishCollapse(leads, sharing: fresh ? response : nil)
         }
         answer(attempt, job, cache, response, outcome, once, entry: entry)
+    }
+
+    enum Budgeted {
+        case wait, gone
+        case body([UInt8])
+    }
+
+    /// A stored body, read within the client's memory budget as a received one is: over it,
+    /// nothing is read and `again` runs (on the blocking threads) once the client has read
+    /// enough; no thread waits meanwhile. `gone`: the body could not be read (its row is dropped).
+    /// The bytes stay counted until the attempt ends (`ended`), as a transfer's do.
+    static func budgeted(_ entry: CacheStore.Entry, _ job: Job, _ cache: HTTPCache,
+                         again: @escaping @Sendable () -> Void) -> Budgeted {
+        let size = Int(entry.bodyBytes)
+        if let budget = job.bodyBudget, size > 0,
+           !budget.reserve(size, for: job.transferID, resume: { cache.blocking.execute(again) }) {
+            return .wait
+        }
+        guard let read = cache.store.readBody(entry) else {
+            if size > 0 { job.bodyBudget?.released(job.transferID, holding: size) }
+            return .gone
+        }
+        return .body(read)
     }
 
     /// A download answered from the store: where the transfer would start (once the part
@@ -363,8 +406,10 @@ final class CacheStage: Stage {
 
     private static func answer(_ attempt: Attempt, _ job: Job, _ cache: HTTPCache, _ response: HTTPResponse,
                                _ outcome: CacheOutcome, _ once: ReleaseOnce, entry: CacheStore.Entry? = nil) {
-        once.fire(.success(())) {
+        let reserved = outcome == .collapsed || entry == nil || job.bodyBudget == nil ? 0 : response.body.count
+        let taken = once.fire(.success(())) {
             attempt.answeredByHold = .success(response)
+            job.pipeline.cache.reserved = reserved
             job.pipeline.cache.used = entry
             job.pipeline.cache.outcome = outcome
             job.pipeline.cache.served = true
@@ -382,6 +427,8 @@ final class CacheStage: Stage {
                                              outcome: .success(answered), ruleSecrets: attempt.ruleSecrets))
             }
         }
+        // Cancelled meanwhile: what the body took goes back now.
+        if !taken && reserved > 0 { job.bodyBudget?.released(job.transferID, holding: reserved) }
     }
 
     /// A stored response as the answer: its headers with the current Age (RFC 9111 5.1).
@@ -425,6 +472,8 @@ struct CacheState: Sendable {
     var served = false
     /// A download's answer, stored when the job ends.
     var landing: CacheStage.Landing?
+    /// Bytes of a body read from the store, counted in the client's budget until `ended`.
+    var reserved = 0
     /// The stored response that answered, or that the validators came from.
     var used: CacheStore.Entry?
 
