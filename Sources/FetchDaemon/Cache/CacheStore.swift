@@ -39,6 +39,8 @@ final class CacheStore: Sendable {
         let db: SQLiteDatabase
         var totalBytes: Int64
         var entries: Int
+        /// Uses not yet written (id -> stamp).
+        var touched: [Int64: Int64] = [:]
     }
 
     var bodiesDirectory: String { directory + "/bodies" }
@@ -190,10 +192,23 @@ final class CacheStore: Sendable {
         return body
     }
 
-    /// Marks a use (LRU).
+    /// Marks a use (LRU). Kept in memory and written in one transaction with the next store
+    /// (before it evicts), purge, or every 64 uses: a hit costs no SQLite write of its own.
     func touch(_ entry: Entry) {
-        _ = try? state.withLock { s in
-            try s.db.query("UPDATE entries SET last_used = ? WHERE id = ?", [.integer(Self.stamp()), .integer(entry.id)])
+        state.withLock { s in
+            s.touched[entry.id] = Self.stamp()
+            if s.touched.count >= 64 { try? flushTouches(&s) }
+        }
+    }
+
+    private func flushTouches(_ s: inout State) throws {
+        guard !s.touched.isEmpty else { return }
+        let touched = s.touched
+        s.touched = [:]
+        try s.db.transaction {
+            for (id, stamp) in touched {
+                try s.db.query("UPDATE entries SET last_used = ? WHERE id = ?", [.integer(stamp), .integer(id)])
+            }
         }
     }
 
@@ -286,7 +301,8 @@ final class CacheStore: Sendable {
             return nil
         }
         let entry: Entry? = try? state.withLock { s in
-            try s.db.transaction { () throws -> Entry in
+            try flushTouches(&s)
+            return try s.db.transaction { () throws -> Entry in
                 let old = try s.db.query("SELECT id, body_file, bytes FROM entries WHERE url = ? AND partition = ? AND vary_key = ?",
                                          [.text(url), .text(partition), .text(varyKey)])
                 try deleteRows(old, &s)
@@ -366,6 +382,7 @@ final class CacheStore: Sendable {
     /// purgeCache: one URL, the URLs under a prefix, or everything.
     func purge(url: String?, prefix: String?) throws -> Int {
         try state.withLock { s in
+            try flushTouches(&s)
             let rows: [[SQLiteDatabase.Value]]
             if let url {
                 rows = try s.db.query("SELECT id, body_file, bytes FROM entries WHERE url = ?", [.text(url)])
