@@ -70,6 +70,7 @@ class TestStoring(CacheCase):
         self.assertEqual(second["body"], first["body"], second)
         self.assertEqual(second["status"], 200)
         self.assertGreaterEqual(int(second["headers"]["age"]), 7, second["headers"])
+        self.assertEqual((second["attempts"], second["httpVersion"], second["remoteAddress"]), (0, "cache", None))
         self.assertEqual(origin_count(k), 1)
 
     def test_no_store_is_never_stored(self):
