@@ -34,6 +34,9 @@ final class CacheStore: Sendable {
     let directory: String
     let maxBytes: Int64
     private let state: Locked<State>
+    /// The counts, apart from the index's lock: getCacheStats reads them on the thread that
+    /// reads requests, which must never wait for a long transaction (a purge, an eviction).
+    private let published = Locked<(entries: Int, bytes: Int64)>((0, 0))
 
     private struct State: @unchecked Sendable {
         let db: SQLiteDatabase
@@ -86,6 +89,7 @@ final class CacheStore: Sendable {
         let counts = try db.query("SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM entries")
         state = Locked(State(db: db, totalBytes: counts.first?[1].integer ?? 0, entries: Int(counts.first?[0].integer ?? 0)))
         try cleanUp()
+        state.withLock { publish($0) }
     }
 
     /// After a crash: temporary files go, bodies no row names go, rows without their body go.
@@ -109,6 +113,11 @@ final class CacheStore: Sendable {
         let counts = try s.db.query("SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM entries")
         s.entries = Int(counts.first?[0].integer ?? 0)
         s.totalBytes = counts.first?[1].integer ?? 0
+        publish(s)
+    }
+
+    private func publish(_ s: State) {
+        published.withLock { $0 = (s.entries, s.totalBytes) }
     }
 
     static func names(in directory: String) -> [String] {
@@ -315,6 +324,7 @@ final class CacheStore: Sendable {
                 let id = try s.db.query("SELECT last_insert_rowid()").first?.first?.integer ?? 0
                 s.totalBytes += size
                 s.entries += 1
+                publish(s)
                 while s.totalBytes > maxBytes {
                     let oldest = try s.db.query("SELECT id, body_file, bytes FROM entries WHERE id != ? ORDER BY last_used LIMIT 1",
                                                 [.integer(id)])
@@ -341,6 +351,7 @@ final class CacheStore: Sendable {
                 if let file = row[1].text { unlink(bodiesDirectory + "/" + file) }
             }
         }
+        publish(s)
     }
 
     /// A 304 freshened the stored response (its headers and times).
@@ -398,7 +409,7 @@ final class CacheStore: Sendable {
     }
 
     var counts: (entries: Int, bytes: Int64) {
-        state.withLock { ($0.entries, $0.totalBytes) }
+        published.withLock { $0 }
     }
 
     // MARK: headers as text
