@@ -21,6 +21,9 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <sys/time.h>
+#include <sys/ioctl.h>
+#include <linux/fs.h>
+#include <sys/stat.h>
 
 
 int fetchd_epoll_add(int ep, int fd, unsigned int events) {
@@ -236,4 +239,38 @@ int fetchd_socket_timeouts(int fd, long milliseconds) {
     if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) return -errno;
     if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0) return -errno;
     return 0;
+}
+
+long long fetchd_clone_or_copy(int in, int out, int *cloned) {
+    struct stat info;
+    *cloned = 0;
+    if (fstat(in, &info) != 0) return -errno;
+    if (ioctl(out, FICLONE, in) == 0) {
+        *cloned = 1;
+        return (long long)info.st_size;
+    }
+    long long done = 0;
+    while (done < (long long)info.st_size) {
+        ssize_t n = copy_file_range(in, NULL, out, NULL, (size_t)(info.st_size - done), 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += n;
+    }
+    if (done == (long long)info.st_size) return done;
+    /* copy_file_range refused (another filesystem, an old kernel): plain reads and writes. */
+    char buffer[1 << 16];
+    while (1) {
+        ssize_t n = pread(in, buffer, sizeof buffer, done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        if (n == 0) return done;
+        ssize_t written = 0;
+        while (written < n) {
+            ssize_t w = pwrite(out, buffer + written, (size_t)(n - written), done + written);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) return -errno;
+            written += w;
+        }
+        done += n;
+    }
 }

@@ -94,12 +94,13 @@ public final class Daemon: Sendable {
         let durable = DurableStore(directory: options.stateDirectory(environment: environment), log: log,
                                    onForbiddenThread: { [engine] in engine.isEngineThread })
         self.durable = durable
+        let cache = try HTTPCache.open(options: options, blocking: blocking, engine: engine, log: log, httpLog: httpLog)
         let jobs = JobRegistry(services: JobServices(
             engine: engine, admission: admission, credentials: credentials, httpLog: httpLog, log: log,
             answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { cork.around($0) }),
             tasks: tasks, blocking: blocking,
             timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs, durable: durable, metrics: metrics,
-            events: events))
+            events: events, cache: cache))
         self.jobs = jobs
         let driver = JobDriver(jobs: jobs)
         let startedAt = ContinuousClock.now
@@ -147,6 +148,8 @@ public final class Daemon: Sendable {
             GetMetricsMethod(sources: metricsSources),
             SubscribeMethod(events: events, jobs: jobs),
             UnsubscribeMethod(events: events),
+            GetCacheStatsMethod(cache: cache),
+            PurgeCacheMethod(cache: cache),
         ]
         let dispatcher = RPCDispatcher(methods: methods, mapError: ErrorMapping.rpcError(for:))
         let log = self.log

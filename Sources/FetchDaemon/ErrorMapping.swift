@@ -58,6 +58,10 @@ enum ErrorMapping {
             return RPCError(.overloaded, "Overloaded: too many requests waiting", data: ["limit": JSONValue(overloaded.limit)])
         case let refused as NotAllowed:
             return RPCError(.notAllowed, "Not allowed", data: ["detail": .string(refused.detail)])
+        case CacheError.disabled:
+            return RPCError(.notAllowed, "Not allowed", data: ["detail": "the daemon runs without an HTTP cache (start it with --cache-dir)"])
+        case CacheError.store(let path, let detail):
+            return RPCError(.fileError, "File error: \(detail)", data: ["path": .string(path), "detail": .string(detail)])
         case let duplicate as DuplicateJobID:
             return RPCError.invalidParams(field: "jobId", "a live job already has the id \"\(duplicate.jobID)\"")
         default:

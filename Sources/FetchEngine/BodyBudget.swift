@@ -74,6 +74,18 @@ public final class BodyBudget: Sendable {
         for resume in wake { resume() }
     }
 
+    /// A body read without a transfer (an HTTP cache hit read from disk) asks as a transfer
+    /// does: true when `bytes` more may be held now (give them back with `released` once the
+    /// answer is handed on); false: `resume` is called, from any thread, when to ask again.
+    public func reserve(_ bytes: Int, for id: UInt64, resume: @escaping @Sendable () -> Void) -> Bool {
+        take(bytes, for: id, holding: 0, resume: resume)
+    }
+
+    /// What `reserve` took is now the answer's (counted by `answerPending` or once queued).
+    public func released(_ id: UInt64, holding bytes: Int) {
+        transferEnded(id, holding: bytes)
+    }
+
     /// An answer of `bytes` is being made away from the transfer's thread: held until queued.
     public func answerPending(_ bytes: Int) {
         state.withLock { s in

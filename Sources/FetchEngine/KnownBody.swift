@@ -12,6 +12,33 @@ public enum KnownBody {
     /// `filePath` set.
     public static func write(_ body: [UInt8], status: Int, headers: [HTTPHeader], to target: DownloadTarget)
         -> Result<(download: DownloadOutcome, errorBody: [UInt8]), TransferError> {
+        write(status: status, headers: headers, to: target) { consume in
+            body.withUnsafeBytes { _ = consume($0) }
+            return true
+        }
+    }
+
+    /// The same for a body read from `fd` (a stored answer of the HTTP cache) in blocks of
+    /// 512 KiB: never whole in memory. A read error fails as a file error would.
+    public static func write(contentsOf fd: Int32, status: Int, headers: [HTTPHeader], to target: DownloadTarget)
+        -> Result<(download: DownloadOutcome, errorBody: [UInt8]), TransferError> {
+        var block = [UInt8](repeating: 0, count: 512 << 10)
+        return write(status: status, headers: headers, to: target) { consume in
+            while true {
+                let n = block.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { return n == 0 }
+                let more = block.withUnsafeBytes { consume(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                if !more { return true }
+            }
+        }
+    }
+
+    /// Feeds what `produce` hands to `consume` (which answers false once the sink takes no
+    /// more) into the part file; `produce` answers false when it could not read its body.
+    private static func write(status: Int, headers: [HTTPHeader], to target: DownloadTarget,
+                              produce: (_ consume: (UnsafeRawBufferPointer) -> Bool) -> Bool)
+        -> Result<(download: DownloadOutcome, errorBody: [UInt8]), TransferError> {
         let sink: DownloadSink
         do {
             sink = try DownloadSink(target: target)
@@ -19,26 +46,27 @@ public enum KnownBody {
             return .failure(TransferError(.other, error.detail, filePath: error.path))
         }
         var errorBody: [UInt8] = []
-        var offset = 0
         let caughtUp = DispatchSemaphore(value: 0)
-        // In libcurl's pieces, so the sink gathers, writes and hashes them as it would.
-        while offset < body.count {
-            let end = min(body.count, offset + DownloadSink.largestPiece)
-            let taken = body.withUnsafeBytes { bytes in
-                sink.write(UnsafeRawBufferPointer(rebasing: bytes[offset..<end]), status: status, headers: headers,
-                           errorBody: &errorBody, resume: { caughtUp.signal() })
+        let complete = produce { bytes in
+            var offset = 0
+            // In libcurl's pieces, so the sink gathers, writes and hashes them as it would.
+            while offset < bytes.count {
+                let end = min(bytes.count, offset + DownloadSink.largestPiece)
+                switch sink.write(UnsafeRawBufferPointer(rebasing: bytes[offset..<end]), status: status, headers: headers,
+                                  errorBody: &errorBody, resume: { caughtUp.signal() }) {
+                case .all: offset = end
+                case .pause: caughtUp.wait()  // the hashing queue is behind: this thread may wait
+                case .stop: return false
+                }
             }
-            switch taken {
-            case .all: offset = end
-            case .pause: caughtUp.wait()  // the hashing queue is behind: this thread may wait
-            case .stop: offset = body.count
-            }
+            return true
         }
         let outcome = sink.finish(status: status, headers: headers)
         if let failure = sink.failure {
             let file: String? = if case .writing = failure { target.partPath } else { nil }
             return .failure(TransferError(.other, failure.detail, filePath: file))
         }
+        guard complete else { return .failure(TransferError(.other, "the stored body could not be read")) }
         return .success((outcome, errorBody))
     }
 }

@@ -72,6 +72,9 @@ Endpoints (any method unless noted):
                                  (AWS4-HMAC-SHA256 Credential=AKID/yyyymmdd/REGION/SERVICE/aws4_request,
                                  SignedHeaders=...;host;...x-amz-date..., Signature=<64 hex>) and X-Amz-Date
                                  is set (with token=T: X-Amz-Security-Token is T and signed), else 403 {"problem"}
+  /cache-origin/<key>?...        a scriptable origin for the HTTP cache (see _cache_origin): Cache-Control,
+                                 Expires, ETag, Last-Modified, Vary, Age, Date skew, 304s, delays, a counter
+  /cache-origin-log/<key>        {"count", "requests": [{method, ifNoneMatch, ifModifiedSince, ...}], "maxInFlight"}
   /big-header?bytes=N[&count=C][&redirect=R]  200 "big" with C (default 1) headers X-Big-<i> of
                                  N bytes each; with R > 0, the same headers on a 302 to redirect=R-1
 """
@@ -90,6 +93,7 @@ import select
 import threading
 import time
 import uuid
+from email.utils import formatdate, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
@@ -351,6 +355,8 @@ class Handler(BaseHTTPRequestHandler):
                     hs = [("Retry-After", q["retry-after"])] if "retry-after" in q else []
                     return self._send(st, f"status {st}", headers=hs)
                 return self._send(200, f"ok after {fail}")
+            if head in ("cache-origin", "cache-origin-log") and len(seg) == 2:
+                return _cache_origin(self, head, seg[1], q)
             if head == "record" and len(seg) == 2:
                 return self._record(seg[1], int(q.get("ms", "0")))
             if head == "hits" and len(seg) == 2:
@@ -747,6 +753,100 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError as e:
             return self._send(400, f"bad multipart: {e}")
         self._json({"parts": parts})
+
+
+CACHE_ORIGIN = {}  # key -> {"count", "inFlight", "maxInFlight", "requests"}
+
+
+def _cache_origin(h, head, key, q):
+    """/cache-origin/<key>: an origin whose caching headers the query sets. Every request is
+    counted and logged (see /cache-origin-log/<key>). Body: "<key> v<n> <vary values>", n the
+    request's number for the key (so a test sees which answer it got). Query:
+      cc=V          Cache-Control: V        expires=S   Expires: now+S (expires-raw=V: as given)
+      etag=E        ETag: "E" (a matching If-None-Match -> 304)
+      lm=S          Last-Modified: now-S (If-Modified-Since at or after it -> 304, when no etag)
+      vary=V        Vary: V (the body names the request's values of those fields)
+      age=N         Age: N              date-offset=S  Date is now+S (a skewed origin clock)
+      ms=T          hold the answer T ms     status=S  that status (default 200)
+      then-status=S every request after the first answers S (a failing origin)
+      no304=1       never 304               location=U / content-location=U  those headers
+      set-cookie=V  Set-Cookie: V          bytes=N   a body of N deterministic bytes instead
+      304-cc=V      the Cache-Control a 304 carries (default: the same as a 200's)
+    """
+    with _State.lock:
+        st = CACHE_ORIGIN.setdefault(key, {"count": 0, "inFlight": 0, "maxInFlight": 0, "requests": []})
+        if head == "cache-origin-log":
+            out = {"count": st["count"], "requests": list(st["requests"]), "maxInFlight": st["maxInFlight"]}
+            return h._json(out)
+        st["count"] += 1
+        n = st["count"]
+        st["inFlight"] += 1
+        st["maxInFlight"] = max(st["maxInFlight"], st["inFlight"])
+        st["requests"].append({"method": h.command, "ifNoneMatch": h.headers.get("If-None-Match"),
+                               "ifModifiedSince": h.headers.get("If-Modified-Since"),
+                               "authorization": h.headers.get("Authorization"),
+                               "cacheControl": h.headers.get("Cache-Control"), "pragma": h.headers.get("Pragma"),
+                               "acceptLanguage": h.headers.get("Accept-Language")})
+    try:
+        if "ms" in q:
+            time.sleep(int(q["ms"]) / 1000)
+        now = time.time()
+        status = int(q.get("status", "200"))
+        if n > 1 and "then-status" in q:
+            status = int(q["then-status"])
+        headers = [("Date", formatdate(now + float(q.get("date-offset", "0")), usegmt=True))]
+        cc = q.get("cc")
+        lm_time = now - float(q["lm"]) if "lm" in q else None
+        etag = f'"{q["etag"]}"' if q.get("etag") else None
+        not_modified = False
+        if status == 200 and q.get("no304") != "1":
+            inm = h.headers.get("If-None-Match")
+            ims = h.headers.get("If-Modified-Since")
+            if etag and inm:
+                not_modified = etag in [t.strip() for t in inm.split(",")] or inm.strip() == "*"
+            elif lm_time is not None and ims and not etag:
+                try:
+                    not_modified = parsedate_to_datetime(ims).timestamp() >= int(lm_time)
+                except (TypeError, ValueError):
+                    pass
+        if not_modified and "304-cc" in q:
+            cc = q["304-cc"]
+        if cc is not None:
+            headers.append(("Cache-Control", cc))
+        if "expires" in q:
+            headers.append(("Expires", formatdate(now + float(q["expires"]), usegmt=True)))
+        if "expires-raw" in q:
+            headers.append(("Expires", q["expires-raw"]))
+        if etag:
+            headers.append(("ETag", etag))
+        if lm_time is not None:
+            headers.append(("Last-Modified", formatdate(lm_time, usegmt=True)))
+        if "vary" in q:
+            headers.append(("Vary", q["vary"]))
+        if "age" in q:
+            headers.append(("Age", q["age"]))
+        for name, param in (("Location", "location"), ("Content-Location", "content-location"), ("Set-Cookie", "set-cookie")):
+            if param in q:
+                headers.append((name, q[param]))
+        headers.append(("X-Origin-Count", str(n)))
+        if "bytes" in q:
+            body = det_bytes(int(q["bytes"]))
+        else:
+            varied = [f"{v.strip().lower()}={h.headers.get(v.strip(), '')}" for v in q.get("vary", "").split(",")
+                      if v.strip() and v.strip() != "*"]
+            body = (" ".join([key, f"v{n}"] + varied)).encode()
+        h.send_response_only(304 if not_modified else status)
+        no_body = not_modified or status in (204, 304)
+        if not no_body:
+            headers += [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))]
+        for k, v in headers:
+            h.send_header(k, v)
+        h.end_headers()
+        if not no_body and h.command != "HEAD":
+            h.wfile.write(body)
+    finally:
+        with _State.lock:
+            st["inFlight"] -= 1
 
 
 def _header_params(value):

@@ -56,5 +56,9 @@ int fetchd_adopt_listener(int fd);
 int fetchd_socket_path(int fd, char *buf, unsigned long size);
 /* Sets a receive and send timeout in milliseconds. */
 int fetchd_socket_timeouts(int fd, long milliseconds);
+/* All of `in` copied into the empty `out`: a reflink (FICLONE) where the filesystem can share
+ * the extents, else copy_file_range (in the kernel), else read and write. Bytes copied, or -errno;
+ * *cloned is set to 1 for a reflink. */
+long long fetchd_clone_or_copy(int in, int out, int *cloned);
 extern const unsigned int FETCHD_EPOLLIN, FETCHD_EPOLLOUT, FETCHD_EPOLLRDHUP, FETCHD_EPOLLHUP, FETCHD_EPOLLERR;
 #endif

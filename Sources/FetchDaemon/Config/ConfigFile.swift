@@ -156,7 +156,7 @@ public enum ConfigFile {
                 }
             }
         case "cache":
-            // The HTTP cache is another issue's: its keys are checked for shape and kept for it.
+            // --cache-dir and --cache-max-bytes (flags on the command line win).
             guard case .object(let fields) = value else { throw Invalid(description: "cache: expected an object") }
             for (field, fieldValue) in fields.members {
                 switch field {
@@ -164,8 +164,10 @@ public enum ConfigFile {
                     guard case .string(let path) = fieldValue, path.hasPrefix("/") else {
                         throw Invalid(description: "cache.dir: expected an absolute path")
                     }
+                    options.cacheDirectory = path
                 case "maxBytes":
                     guard let n = fieldValue.integerValue, n >= 0 else { throw Invalid(description: "cache.maxBytes: expected a whole number >= 0") }
+                    options.cacheMaxBytes = Int64(n)
                 default:
                     throw Invalid(description: "cache.\(field): unknown key")
                 }

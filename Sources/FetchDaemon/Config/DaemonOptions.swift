@@ -58,6 +58,10 @@ public struct DaemonOptions: Sendable, Equatable {
             return ListenAddress(host: host, port: port)
         }
     }
+    /// `--cache-dir`: the HTTP cache's directory (nil: no cache); `--cache-max-bytes` its bound.
+    public var cacheDirectory: String?
+    public var cacheMaxBytes: Int64 = 1 << 30
+    public var cacheDisabled = false
 
     public struct RateFlag: Sendable, Equatable {
         public var host: String
@@ -188,6 +192,18 @@ public struct DaemonOptions: Sendable, Equatable {
             }
             o.metricsListen = address
         },
+        Option("--cache-dir", "DIR", key: "", field: \.cacheDirectory, default: "none",
+               "keep an HTTP cache (RFC 9111, private) for every client in DIR, made 0700 (--config: cache.dir)") { o, v throws(UsageError) in
+            o.cacheDirectory = try absolutePath(v, option: "--cache-dir")
+        },
+        Option("--cache-max-bytes", "N", key: "", field: \.cacheMaxBytes, default: "1073741824", bounds: ">= 0; suffixes K, M, G",
+               "the cache's bound, least recently used out first (--config: cache.maxBytes)") { o, v throws(UsageError) in
+            o.cacheMaxBytes = try byteCount(v, option: "--cache-max-bytes")
+        },
+        Option("--no-cache", nil, key: "", field: \.cacheDisabled, default: "off", "no HTTP cache, whatever --cache-dir says") { o, _ throws(UsageError) in
+            o.cacheDirectory = nil
+            o.cacheDisabled = true
+        },
         Option("--verbose", nil, key: "verbose", field: \.verbose, default: "off", runtime: true, "log connections and requests to stderr") { o, _ throws(UsageError) in
             o.verbose = true
         },
@@ -270,6 +286,23 @@ public struct DaemonOptions: Sendable, Equatable {
         if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/fetchd" }
         let home = environment["HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/tmp"
         return home + "/.local/state/fetchd"
+    }
+
+    /// The cache's directory, or nil for none (`--no-cache` wins wherever it is).
+    public var cacheDirectoryInUse: String? { cacheDisabled ? nil : cacheDirectory }
+
+    /// A byte count: digits with an optional K, M or G (powers of 1024).
+    static func byteCount(_ text: String, option: String) throws(UsageError) -> Int64 {
+        var digits = Substring(text)
+        var unit: Int64 = 1
+        if let last = digits.last?.uppercased(), let power = ["K": 10, "M": 20, "G": 30][last] {
+            unit = 1 << power
+            digits = digits.dropLast()
+        }
+        guard let n = Int64(digits), n > 0, n <= Int64.max / unit else {
+            throw UsageError(description: "\(option) takes a byte count > 0 (K, M, G allowed), got \(text)")
+        }
+        return n * unit
     }
 
     /// `HOST=RPS[:BURST]`

@@ -183,9 +183,11 @@ final class Job: Sendable {
     struct Info: Sendable {
         let id: String
         let comment: String?
+        /// HAR's cache object of the job's last entry (what the HTTP cache did).
+        var cache: JSONObject? = nil
     }
 
-    var info: Info { Info(id: id, comment: comment) }
+    var info: Info { Info(id: id, comment: comment, cache: pipeline.cache.har) }
 
     /// One attempt as sent and as it ended, for HTTP logs.
     struct AttemptRecord: Sendable {
@@ -218,6 +220,7 @@ struct PipelineState: Sendable {
     var queuedMs = 0.0
     /// When the last attempt passed the metrics stage (monotonic µs).
     var attemptStartMicroseconds = 0
+    var cache = CacheState()
 }
 
 /// What jobs run on: the engine, and the admission queue that applies every host's limits.
@@ -245,14 +248,17 @@ struct JobServices: Sendable {
     let metrics: Metrics
     /// jobEvent notifications to subscribers (nil: none are sent).
     let events: JobEvents?
+    /// The HTTP cache (nil: no --cache-dir).
+    let cache: HTTPCache?
 
     init(engine: HTTPEngine, admission: HostAdmission, credentials: CredentialStore, httpLog: HTTPLog, log: Logger,
          answers: WorkerThreads, tasks: WorkerThreads, blocking: WorkerThreads, timers: DispatchQueue,
          stubs: StubStore = StubStore(), durable: DurableStore? = nil, metrics: Metrics = Metrics(),
-         events: JobEvents? = nil) {
+         events: JobEvents? = nil, cache: HTTPCache? = nil) {
         self.durable = durable
         self.metrics = metrics
         self.events = events
+        self.cache = cache
         self.engine = engine
         self.admission = admission
         self.httpLog = httpLog
@@ -263,7 +269,7 @@ struct JobServices: Sendable {
         self.timers = timers
         self.stubs = stubs
         commonStages = Pipeline.common(admission: admission, credentials: credentials, log: log, stubs: stubs, timers: timers,
-                                       metrics: metrics)
+                                       metrics: metrics, cache: cache)
     }
 
     /// Seconds on the monotonic clock (the machine's and the host scheduler's clock).

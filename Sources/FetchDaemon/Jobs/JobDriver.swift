@@ -173,6 +173,9 @@ struct JobDriver: Sendable {
             job.keepPending(pending.attempt, prepared: holding + 1)
             guard handle(job, .released), let attempt = job.takePending()?.attempt else { return }
             _ = job.takeHold()
+            if let answer = attempt.answeredByHold {
+                return endAttempt(job, attempt, prepared: holding + 1, answer)
+            }
             if job.spec.preparesOnWorker {
                 services.blocking.execute { prepare(job, attempt, from: holding + 1) }
             } else {

@@ -24,13 +24,14 @@ struct HARBuilder {
 
     func har(job: Job.Info, records: [Job.AttemptRecord], outcome: JobOutcome) -> JSONValue {
         var entries: [JSONValue] = []
-        for record in records {
+        for (recordIndex, record) in records.enumerated() {
             var redaction = Redaction(enabled: settings.redact, ruleSecrets: record.ruleSecrets)
             let hops = hops(of: record)
             redaction.learn(from: record.request, hops: hops)
             for (index, hop) in hops.enumerated() {
                 let last = index == hops.count - 1
-                entries.append(entry(record: record, hop: hop, hopIndex: index, isLast: last, redaction: redaction))
+                let cache = last && recordIndex == records.count - 1 ? job.cache ?? [:] : [:]
+                entries.append(entry(record: record, hop: hop, hopIndex: index, isLast: last, redaction: redaction, cache: cache))
             }
         }
         var comment = "fetchd job \(job.id): \(outcome.text)"
@@ -58,7 +59,8 @@ struct HARBuilder {
         return [hop]
     }
 
-    private func entry(record: Job.AttemptRecord, hop: ExchangeHop, hopIndex: Int, isLast: Bool, redaction: Redaction) -> JSONValue {
+    private func entry(record: Job.AttemptRecord, hop: ExchangeHop, hopIndex: Int, isLast: Bool, redaction: Redaction,
+                       cache: JSONObject) -> JSONValue {
         let timings = isLast ? self.timings(of: record) : ["send": 0, "wait": 0, "receive": 0] as JSONObject
         let total = ["blocked", "dns", "connect", "send", "wait", "receive"].reduce(0.0) { sum, key in
             sum + max(0, timings[key]?.numberValue ?? 0)
@@ -68,7 +70,7 @@ struct HARBuilder {
             "time": .double(total),
             "request": request(hop: hop, record: record, redaction: redaction),
             "response": response(hop: hop, record: record, isLast: isLast, redaction: redaction),
-            "cache": [:],
+            "cache": .object(cache),
             "timings": .object(timings),
             "comment": .string("attempt \(record.number), hop \(hopIndex + 1)"),
         ]

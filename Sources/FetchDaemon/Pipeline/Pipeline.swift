@@ -14,11 +14,12 @@ enum Pipeline {
     /// judges the outcome; the request's maxTime (after the host's wait, so each attempt's
     /// timeouts are cut to what is left) ends the job at its deadline.
     static func common(admission: HostAdmission, credentials: CredentialStore, log: Logger, stubs: StubStore,
-                       timers: DispatchQueue, metrics: Metrics) -> [any Stage] {
+                       timers: DispatchQueue, metrics: Metrics, cache: HTTPCache? = nil) -> [any Stage] {
         [
             CookieStage(),
             StubStage(stubs: stubs, timers: timers),
             CredentialStage(store: credentials),
+            CacheStage(cache: cache),
             HostLimitStage(admission: admission, log: log, metrics: metrics),
             DeadlineStage(),
             RetryStage(),

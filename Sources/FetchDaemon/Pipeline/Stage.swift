@@ -44,6 +44,9 @@ final class Attempt: @unchecked Sendable {
     /// Set by a stage that answers in the network's place once every stage has prepared the
     /// attempt (a stub: a download's part file is known by then, and every stage judges it).
     var substitute: Substitute?
+    /// Set by a stage's hold before it releases the attempt: the attempt ends there with this
+    /// outcome, as with `.answer` (a cache hit, read from disk off the engine thread).
+    var answeredByHold: AttemptOutcome?
 
     init(number: Int, request: HTTPRequest) {
         self.number = number

@@ -60,6 +60,8 @@ struct RequestModel: Sendable {
     var auth = true
     /// The stub set this request is matched against (nil: none, unless the daemon applies one to every request).
     var stubs: String?
+    /// The WHATWG fetch cache mode (docs/cache.md).
+    var cache = CacheMode.default
 
     static let bodyFields = ["json", "form", "body", "bodyBase64", "bodyFile"]
 
@@ -148,6 +150,13 @@ struct RequestModel: Sendable {
                 throw RPCError.invalidParams(field: params.field("stubs"), "must be 1 to 200 bytes")
             }
             self.stubs = stubs
+        }
+        if let mode = try params.string("cache") {
+            guard let known = CacheMode(rawValue: mode) else {
+                throw RPCError.invalidParams(field: params.field("cache"),
+                                             "expected one of \(CacheMode.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            cache = known
         }
     }
 

@@ -1,0 +1,226 @@
+import FetchEngine
+import FoundationEssentials
+import Glibc
+import Synchronization
+
+/// The daemon's one HTTP cache (docs/cache.md): the store on disk, the counters getCacheStats
+/// shows, the requests in flight that identical ones are collapsed onto, and the background
+/// revalidations of stale-while-revalidate. Owned by the Daemon, handed to `CacheStage` and
+/// the cache methods. Every disk access runs on the blocking threads, never on the engine's.
+final class HTTPCache: Sendable {
+    let store: CacheStore
+    let blocking: WorkerThreads
+    let engine: HTTPEngine
+    let log: Logger
+    /// Answers from the store are recorded for HTTP logs when they are on.
+    let httpLog: HTTPLog
+    /// Seconds since 1970 (RFC 9111's times are the wall clock's; injected for tests).
+    let now: @Sendable () -> Double
+
+    private let counters = Locked(Counters())
+    private let inFlight = Locked<[String: Flight]>([:])
+    private let revalidating = Locked<Set<Int64>>([])
+    private let transferIDs = Atomic<UInt64>(3 << 61)
+
+    struct Counters: Sendable {
+        var hits = 0, misses = 0, revalidated = 0, stale = 0, collapsed = 0, bypassed = 0
+    }
+
+    /// A collapsed request waiting for the one in flight: `done` is called once, with the
+    /// response it may share (a hit for the waiter) or nil (the waiter goes to the network).
+    typealias Follower = @Sendable (HTTPResponse?) -> Void
+
+    /// A collapse key's request in flight, or its answer being written to the store (then a
+    /// request for it waits for the write and looks up again: it finds what was stored).
+    private enum Flight {
+        case transfer([Follower])
+        case storing([@Sendable () -> Void])
+    }
+
+    init(store: CacheStore, blocking: WorkerThreads, engine: HTTPEngine, log: Logger, httpLog: HTTPLog,
+         now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
+        self.store = store
+        self.blocking = blocking
+        self.engine = engine
+        self.log = log
+        self.httpLog = httpLog
+        self.now = now
+    }
+
+    /// The daemon's cache, or nil without --cache-dir (or with --no-cache).
+    static func open(options: DaemonOptions, blocking: WorkerThreads, engine: HTTPEngine, log: Logger,
+                     httpLog: HTTPLog) throws -> HTTPCache? {
+        guard let directory = options.cacheDirectoryInUse else { return nil }
+        // mkdir -p of what is above it, 0700 as XDG asks of ~/.cache.
+        var prefix = ""
+        for part in PathText.directory(of: directory).split(separator: "/") {
+            prefix += "/" + part
+            mkdir(prefix, 0o700)
+        }
+        try SocketPath.preparePrivateDirectory(directory, uid: getuid(), what: "cache directory",
+                                               fix: "remove it, or choose another directory with --cache-dir")
+        do {
+            let store = try CacheStore(directory: directory, maxBytes: options.cacheMaxBytes)
+            let counts = store.counts
+            log.info("HTTP cache in \(directory): \(counts.entries) response(s), \(counts.bytes) bytes")
+            return HTTPCache(store: store, blocking: blocking, engine: engine, log: log, httpLog: httpLog)
+        } catch {
+            throw StartupError("cannot open the HTTP cache in \(directory): \(error)")
+        }
+    }
+
+    func count(_ outcome: CacheOutcome) {
+        counters.withLock { c in
+            switch outcome {
+            case .hit: c.hits += 1
+            case .miss: c.misses += 1
+            case .revalidated: c.revalidated += 1
+            case .stale: c.stale += 1
+            case .collapsed: c.collapsed += 1
+            case .bypass: c.bypassed += 1
+            }
+        }
+    }
+
+    var stats: (counts: Counters, entries: Int, bytes: Int64) {
+        let c = counters.withLock { $0 }
+        let stored = store.counts
+        return (c, stored.entries, stored.bytes)
+    }
+
+    // MARK: collapsing
+
+    /// Joins the transfer in flight for `key`, or becomes it: true for the leader (it goes to
+    /// the network and must call `finishCollapse`), false when `follower` was queued, or
+    /// (the answer is being stored) `again` will run once it is stored.
+    func lead(_ key: String, or follower: @escaping Follower, again: @escaping @Sendable () -> Void) -> Bool {
+        inFlight.withLock { map in
+            switch map[key] {
+            case nil:
+                map[key] = .transfer([])
+                return true
+            case .transfer(let followers)?:
+                map[key] = .transfer(followers + [follower])
+                return false
+            case .storing(let waiting)?:
+                map[key] = .storing(waiting + [again])
+                return false
+            }
+        }
+    }
+
+    /// The leader is done: its waiters get its response if they may share it, else nil.
+    /// `storing`: its answer is being written; until `stored(key)`, newcomers wait for it.
+    func finishCollapse(_ key: String, sharing response: HTTPResponse?, storing: Bool = false) {
+        let followers = inFlight.withLock { map -> [Follower] in
+            guard case .transfer(let followers)? = map.removeValue(forKey: key) else { return [] }
+            if storing { map[key] = .storing([]) }
+            return followers
+        }
+        for follower in followers { follower(response) }
+    }
+
+    /// The answer of `key` is in the store (or could not be put there).
+    func stored(_ key: String) {
+        let waiting = inFlight.withLock { map -> [@Sendable () -> Void] in
+            guard case .storing(let waiting)? = map[key] else { return [] }
+            map[key] = nil
+            return waiting
+        }
+        for again in waiting { blocking.execute(again) }
+    }
+
+    // MARK: storing (on the blocking threads)
+
+    /// Writes the answer's body and stores it (replacing the variant with the same Vary key).
+    func store(key: CacheStage.Key, varyKey: String, stored: StoredResponse, body: [UInt8],
+               replacing old: CacheStore.Entry?, then done: (@Sendable () -> Void)? = nil) {
+        blocking.execute { [store, log] in
+            defer { done?() }
+            do {
+                let writer = try store.newBody()
+                writer.write(body)
+                if store.insert(url: key.url, partition: key.partition, varyKey: varyKey, stored: stored, body: writer) == nil,
+                   let old {
+                    // Too large to keep now: the older answer must not outlive it.
+                    store.remove(ids: [old.id])
+                }
+            } catch {
+                log.error("cache: cannot store \(URLRedaction.redactURLs(in: key.url)): \(error)")
+            }
+        }
+    }
+
+    /// A landed download's file (opened already: a file renamed over it later is not what
+    /// was downloaded) copied into the store, then closed; stored only when it has the size
+    /// the download had.
+    func store(key: CacheStage.Key, varyKey: String, stored: StoredResponse, file: Int32, bytes: Int64,
+               replacing old: CacheStore.Entry?) {
+        blocking.execute { [store, log] in
+            defer { close(file) }
+            do {
+                let writer = try store.newBody()
+                writer.copy(from: file)
+                guard writer.bytes == bytes else { return writer.discard() }
+                if store.insert(url: key.url, partition: key.partition, varyKey: varyKey, stored: stored, body: writer) == nil,
+                   let old {
+                    store.remove(ids: [old.id])
+                }
+            } catch {
+                log.error("cache: cannot store \(URLRedaction.redactURLs(in: key.url)): \(error)")
+            }
+        }
+    }
+
+    func invalidate(_ urls: [String]) {
+        guard !urls.isEmpty else { return }
+        blocking.execute { [store] in store.remove(urls: urls) }
+    }
+
+    // MARK: stale-while-revalidate
+
+    /// One conditional request in the background for a stale entry served now; its answer
+    /// updates (304) or replaces (200) the entry. At most one per entry at a time.
+    func revalidateInBackground(_ entry: CacheStore.Entry, request: HTTPRequest, varyKey: String) {
+        guard revalidating.withLock({ $0.insert(entry.id).inserted }) else { return }
+        var conditional = request
+        conditional.headers.removeAll { h in CacheRules.conditionalFields.contains { h.name.caseInsensitiveEquals($0) } }
+        conditional.headers += CacheRules.conditionalHeaders(for: entry.stored)
+        conditional.bodyBudget = nil
+        conditional.recordsExchange = false
+        conditional.destination = .memory
+        let sentHeaders = conditional.headers
+        let sentAt = now()
+        do {
+            try engine.start(conditional, id: transferIDs.add(1, ordering: .relaxed).newValue) { [self] outcome in
+                let receivedAt = now()
+                blocking.execute { [self] in
+                    defer { _ = revalidating.withLock { $0.remove(entry.id) } }
+                    guard case .success(let response) = outcome else { return }
+                    let key = CacheStage.Key(url: entry.url, partition: entry.partition)
+                    if response.status == 304 {
+                        guard CacheRules.notModifiedMatches(entry.stored, response.headers) else { return }
+                        store.update(entry, to: CacheRules.updated(entry.stored, with: response.headers,
+                                                                   requestTime: sentAt, responseTime: receivedAt))
+                    } else if response.redirects == 0,
+                              CacheRules.storable(status: response.status, requestHeaders: sentHeaders,
+                                                  responseHeaders: response.headers) {
+                        let stored = StoredResponse(status: response.status, headers: CacheRules.storedHeaders(response.headers),
+                                                    requestTime: sentAt, responseTime: receivedAt)
+                        self.store(key: key, varyKey: varyKey, stored: stored, body: response.body, replacing: entry)
+                    }
+                }
+            }
+        } catch {
+            _ = revalidating.withLock { $0.remove(entry.id) }
+        }
+    }
+}
+
+/// Errors of the cache methods.
+enum CacheError: Error {
+    /// The daemon runs without a cache (no --cache-dir).
+    case disabled
+    /// The index could not be read or written.
+    case store(path: String, detail: String)
+}
