@@ -52,6 +52,7 @@ public final class Daemon: Sendable {
         } catch {
             throw StartupError("--config \(options.configPath ?? ""): \(error)")
         }
+        let shared = options.redis.map { [log] in SharedAdmission(url: $0, limits: admission, log: log) }
         let httpLog = HTTPLog(defaultDirectory: options.httpLogDirectory(environment: environment), log: log)
         self.httpLog = httpLog
         let tasks = WorkerThreads(name: "fetchd-tasks", count: WorkerThreads.defaultCount)
@@ -87,7 +88,7 @@ public final class Daemon: Sendable {
             engine: engine, admission: admission, credentials: credentials, httpLog: httpLog, log: log,
             answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { cork.around($0) }),
             tasks: tasks, blocking: blocking,
-            timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs, durable: durable))
+            timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs, durable: durable, shared: shared))
         self.jobs = jobs
         let driver = JobDriver(jobs: jobs)
         let startedAt = ContinuousClock.now
@@ -100,7 +101,7 @@ public final class Daemon: Sendable {
         let serverBox = ServerBox()
         let methods: [any RPCMethod] = [
             PingMethod(),
-            GetStatusMethod(jobs: jobs, httpLog: httpLog, startedAt: startedAt) { serverBox.server?.connectionCount ?? 0 },
+            GetStatusMethod(jobs: jobs, httpLog: httpLog, startedAt: startedAt, shared: shared) { serverBox.server?.connectionCount ?? 0 },
             FetchMethod(driver: driver, policy: policy),
             download,
             upload,
@@ -108,10 +109,10 @@ public final class Daemon: Sendable {
             ListJobsMethod(jobs: jobs),
             GetJobMethod(jobs: jobs),
             AttachMethod(jobs: jobs),
-            SetRateLimitMethod(admission: admission),
+            SetRateLimitMethod(admission: admission, shared: shared),
             SetLoggingMethod(httpLog: httpLog),
             GetLoggingMethod(httpLog: httpLog),
-            GetRateLimitsMethod(admission: admission),
+            GetRateLimitsMethod(admission: admission, shared: shared),
             GetCookiesMethod(engine: engine),
             SetCookiesMethod(engine: engine),
             ClearCookiesMethod(engine: engine),

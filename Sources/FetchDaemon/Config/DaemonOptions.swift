@@ -28,6 +28,8 @@ public struct DaemonOptions: Sendable, Equatable {
     public var offline = false
     /// `--state-dir`: where durable jobs are kept.
     public var stateDirectory: String?
+    /// `--redis URL`: where shared limits are counted.
+    var redis: RedisURL?
 
     public struct RateFlag: Sendable, Equatable {
         public var host: String
@@ -107,6 +109,13 @@ public struct DaemonOptions: Sendable, Equatable {
         },
         Option(name: "--state-dir", argument: "DIR", help: "where durable jobs are kept, made 0700 (default $XDG_STATE_HOME/fetchd, else ~/.local/state/fetchd)") { o, v throws(UsageError) in
             o.stateDirectory = try absolutePath(v, option: "--state-dir")
+        },
+        Option(name: "--redis", argument: "URL", help: "count `shared` rate limits in this Redis, with every daemon that uses it: redis://[:password@]host:port/db or unix:///path (see docs/rate-limits.md)") { o, v throws(UsageError) in
+            do throws(RedisURL.Invalid) {
+                o.redis = try RedisURL(v)
+            } catch {
+                throw UsageError(description: error.description)
+            }
         },
         Option(name: "--verbose", argument: nil, help: "log connections and requests to stderr") { o, _ throws(UsageError) in
             o.verbose = true

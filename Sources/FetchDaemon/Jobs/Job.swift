@@ -239,11 +239,14 @@ struct JobServices: Sendable {
     let stubs: StubStore
     /// Where durable jobs are written down (nil: durable jobs are refused).
     let durable: DurableStore?
+    /// Shared limits through Redis (nil without `--redis`).
+    let shared: SharedAdmission?
 
     init(engine: HTTPEngine, admission: HostAdmission, credentials: CredentialStore, httpLog: HTTPLog, log: Logger,
          answers: WorkerThreads, tasks: WorkerThreads, blocking: WorkerThreads, timers: DispatchQueue,
-         stubs: StubStore = StubStore(), durable: DurableStore? = nil) {
+         stubs: StubStore = StubStore(), durable: DurableStore? = nil, shared: SharedAdmission? = nil) {
         self.durable = durable
+        self.shared = shared
         self.engine = engine
         self.admission = admission
         self.httpLog = httpLog
@@ -253,7 +256,7 @@ struct JobServices: Sendable {
         self.blocking = blocking
         self.timers = timers
         self.stubs = stubs
-        commonStages = Pipeline.common(admission: admission, credentials: credentials, log: log, stubs: stubs, timers: timers)
+        commonStages = Pipeline.common(admission: admission, shared: shared, credentials: credentials, log: log, stubs: stubs, timers: timers)
     }
 
     /// Seconds on the monotonic clock (the machine's and the host scheduler's clock).

@@ -8,6 +8,8 @@ struct SetRateLimitMethod: InlineRPCMethod {
     static let name = "setRateLimit"
 
     let admission: HostAdmission
+    /// nil without `--redis`: `shared: true` is refused then.
+    let shared: SharedAdmission?
 
     func callInline(_ params: JSONValue?, context: RPCContext) throws -> JSONValue {
         var reader = try ParamReader(params)
@@ -32,6 +34,21 @@ struct SetRateLimitMethod: InlineRPCMethod {
             limit.burst = 1
         } else if let burst = try reader.integer("burst", in: 1...1_000_000) {
             limit.burst = burst
+        }
+        if let isShared = try reader.bool("shared") {
+            guard !isShared || shared != nil else {
+                throw RPCError.invalidParams(field: "shared", "a shared limit needs fetchd --redis URL")
+            }
+            limit.shared = isShared
+        }
+        if let mode = try reader.string("onRedisDown") {
+            guard let parsed = HostScheduler.Limit.RedisDownMode(rawValue: mode) else {
+                throw RPCError.invalidParams(field: "onRedisDown", "expected \"local\" or \"wait\"")
+            }
+            limit.onRedisDown = parsed
+        }
+        if let share = try reader.number("localShare", in: 0.000001...1) {
+            limit.localShare = share
         }
         try reader.finish()
         admission.setLimit(limit, for: host)

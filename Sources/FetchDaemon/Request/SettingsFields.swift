@@ -18,6 +18,8 @@ enum SettingsFields {
             "maxConcurrent": limit.maxConcurrent.map { JSONValue($0) } ?? .null,
             "requestsPerSecond": limit.requestsPerSecond.map(JSONValue.double) ?? .null,
             "burst": JSONValue(limit.burst),
+            "shared": .bool(limit.shared), "onRedisDown": .string(limit.onRedisDown.rawValue),
+            "localShare": .double(limit.localShare),
         ]
     }
 }
