@@ -40,7 +40,7 @@ final class SharedLimitQueueTests: XCTestCase {
         // Granted for 50 ms later: not admitted until then, no further round trip for it.
         actions = q.granted(host, delay: 0.05, limit: l, now: 0.002)
         XCTAssertEqual(admits(actions), [])
-        XCTAssertEqual(q.nextWakeup(limit: { _ in l }), 0.052)
+        XCTAssertEqual(q.nextWakeup(limit: { _ in l }) ?? -1, 0.052, accuracy: 1e-9)
         XCTAssertEqual(admits(q.tick(limit: { _ in l }, now: 0.052)), [2])
     }
 
@@ -59,9 +59,23 @@ final class SharedLimitQueueTests: XCTestCase {
         XCTAssertEqual(asked, 5, "reservations at 0, 0.05, 0.1, 0.15 and 0.2 s; the sixth waits")
         XCTAssertEqual(q.nextWakeup(limit: { _ in l }) ?? -1, 0.05, accuracy: 1e-9)
         // When the last reservation is within maxAhead again, the next request asks.
-        let later = q.tick(limit: { _ in l }, now: 0.1)
-        XCTAssertEqual(admits(later), [2, 3])
+        let later = q.tick(limit: { _ in l }, now: 0.06)
+        XCTAssertEqual(admits(later), [2])
         XCTAssertEqual(asks(later), [6])
+    }
+
+    func testALateReservationAsksAgainOnce() {
+        var q = Q(daemonID: "d", redisUp: true)
+        let l = limit(rps: 20)
+        _ = q.enqueue(ticket(1), limit: l, now: 0)
+        _ = q.granted(host, delay: 0.05, limit: l, now: 0)
+        // Due at 0.05, the timer comes at 0.09: more than half an interval late.
+        var late = q.tick(limit: { _ in l }, now: 0.09)
+        XCTAssertEqual(admits(late), [])
+        XCTAssertEqual(asks(late), [1])
+        _ = q.granted(host, delay: 0.05, limit: l, now: 0.09)
+        late = q.tick(limit: { _ in l }, now: 0.2)
+        XCTAssertEqual(admits(late), [1], "the second time it starts however late")
     }
 
     func testLeasesAreKeptRenewedAndGivenBack() {
@@ -114,7 +128,7 @@ final class SharedLimitQueueTests: XCTestCase {
         XCTAssertEqual(paused.count, 1, "the reservation's lease is given back")
         XCTAssertEqual(admits(q.tick(limit: { _ in l }, now: 0.05)), [], "nothing starts during the pause")
         _ = q.refused(host, .paused(seconds: 1.99), limit: l, now: 0.01)  // 2's answer
-        XCTAssertEqual(q.nextWakeup(limit: { _ in l }), 2.01)
+        XCTAssertEqual(q.nextWakeup(limit: { _ in l }) ?? -1, 2.01, accuracy: 1e-9)
         let after = q.tick(limit: { _ in l }, now: 2.01)
         XCTAssertEqual(asks(after), [1], "the first request asks first after the pause")
     }

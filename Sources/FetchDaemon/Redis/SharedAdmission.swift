@@ -132,7 +132,8 @@ final class SharedAdmission: Sendable {
         let words = text.split(separator: " ")
         guard words.count >= 2 else { return }
         let actions = state.withLock { s -> [SharedLimitQueue.Action] in
-            guard let host = s.known[String(words[1])] else { return [] }
+            guard let host = s.known[String(words[1])] ?? Self.hostKey(words[1]) else { return [] }
+            s.known[host.description] = host
             switch words[0] {
             case "free": return s.queue.slotFreed(host, limit: limit(host), now: now)
             case "pause":
@@ -141,11 +142,18 @@ final class SharedAdmission: Sendable {
             default: return []
             }
         }
-        if words[0] == "pause", words.count == 3, let us = Double(words[2]),
-           let host = state.withLock({ $0.known[String(words[1])] }) {
+        if words[0] == "pause", words.count == 3, let us = Double(words[2]), let host = Self.hostKey(words[1]) {
             fallback.pause(host, seconds: us / 1e6)
         }
         perform(actions)
+    }
+
+    /// A host key from its text in a message (`scheme://name:port`).
+    private static func hostKey(_ text: Substring) -> HostKey? {
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)  // scheme: "" name:port
+        guard parts.count == 3, parts[0].hasSuffix(":"), parts[1].isEmpty, let colon = parts[2].lastIndex(of: ":"),
+              let port = Int(parts[2][parts[2].index(after: colon)...]) else { return nil }
+        return HostKey(scheme: String(parts[0].dropLast()), name: String(parts[2][..<colon]), port: port)
     }
 
     private func tick() {
@@ -178,6 +186,8 @@ final class SharedAdmission: Sendable {
                 }
             case .fallbackFinished(let host):
                 fallback.finished(host)
+            case .holdFallback(let host, let until):
+                fallback.pause(host, seconds: until - now)
             }
         }
         reschedule()

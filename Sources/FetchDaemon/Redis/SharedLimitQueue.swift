@@ -39,6 +39,9 @@ struct SharedLimitQueue: Sendable {
         case fromFallback(Ticket)
         /// A request the fallback admitted ended.
         case fallbackFinished(HostKey)
+        /// No start in the fallback before this time: the reservations Redis granted run
+        /// until then, and the local share begins after them.
+        case holdFallback(HostKey, until: Double)
     }
 
     enum Refusal: Sendable, Equatable {
@@ -65,16 +68,22 @@ struct SharedLimitQueue: Sendable {
         var slotWaitUntil: Double?
         var lastDue = -Double.infinity
         var wakes: UInt64 = 0
+        /// Tickets that gave a late reservation back once: the next one starts however late.
+        var askedAgain: Set<UInt64> = []
 
         var isIdle: Bool {
             waiting.isEmpty && asking == nil && reserved.isEmpty && running == 0 && pausedUntil == nil
         }
 
-        /// Higher priority first, first come first served among equals.
+        /// Higher priority first, first come first served among equals. A ticket that goes
+        /// back (its question failed, its reservation was given back) goes before the later
+        /// ones of its priority (tickets are numbered in the order jobs came).
         mutating func insert(_ ticket: Ticket, atFrontOfItsPriority: Bool = false) {
             var index = waiting.endIndex
             if atFrontOfItsPriority {
-                index = waiting.firstIndex { $0.priority <= ticket.priority } ?? waiting.endIndex
+                index = waiting.firstIndex {
+                    $0.priority < ticket.priority || ($0.priority == ticket.priority && $0.id > ticket.id)
+                } ?? waiting.endIndex
             } else {
                 while index > waiting.startIndex, waiting[index - 1].priority < ticket.priority { index -= 1 }
             }
@@ -261,6 +270,11 @@ struct SharedLimitQueue: Sendable {
             guard var state = hosts[host] else { continue }
             state.slotWaitUntil = nil
             if limit(host).onRedisDown == .local {
+                // The local share's first start comes one of its intervals after the last
+                // start Redis granted, not on top of it.
+                let part = limit(host).localPart
+                let after = part.requestsPerSecond.map { state.lastDue + 1 / $0 } ?? state.lastDue
+                if after > now { actions.append(.holdFallback(host, until: after)) }
                 for ticket in state.waiting {
                     fallbackWaiting[ticket.id] = ticket
                     actions.append(.toFallback(ticket))
@@ -335,8 +349,7 @@ struct SharedLimitQueue: Sendable {
         func consider(_ t: Double?) { if let t { earliest = min(earliest ?? t, t) } }
         for (host, state) in hosts {
             consider(state.reserved.map(\.due).min())
-            guard !state.waiting.isEmpty || !state.reserved.isEmpty else { continue }
-            consider(state.pausedUntil)
+            consider(state.pausedUntil)  // also to forget the host once its pause is over
             guard redisUp, !state.waiting.isEmpty, state.asking == nil else { continue }
             consider(state.slotWaitUntil)
             if state.pausedUntil == nil, state.slotWaitUntil == nil, state.lastDue > -Double.infinity {
@@ -352,9 +365,18 @@ struct SharedLimitQueue: Sendable {
         guard var state = hosts[host] else { return [] }
         var actions: [Action] = []
         if let until = state.pausedUntil, until <= now { state.pausedUntil = nil }
-        // Reservations that are due start, unless a pause began since they were made.
+        // Reservations that are due start. One that comes more than half an interval late
+        // (the daemon was held up) gives its place back and asks again: started now, it would
+        // come too close to the next daemon's starts, which Redis scheduled on time.
+        let lateness = limit.requestsPerSecond.map { 0.5 / $0 } ?? Double.infinity
         while let first = state.reserved.first, first.due <= now + 1e-9 {
             state.reserved.removeFirst()
+            if now - first.due > lateness, redisUp, state.askedAgain.insert(first.ticket.id).inserted {
+                state.insert(first.ticket, atFrontOfItsPriority: true)
+                actions.append(.release(host, lease: first.lease))
+                continue
+            }
+            state.askedAgain.remove(first.ticket.id)
             leases[first.ticket.id] = (host, first.lease)
             state.running += 1
             if renewDue == nil { renewDue = now + Self.renewSeconds }
