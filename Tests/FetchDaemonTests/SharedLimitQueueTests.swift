@@ -78,6 +78,15 @@ final class SharedLimitQueueTests: XCTestCase {
         XCTAssertEqual(admits(late), [1], "the second time it starts however late")
     }
 
+    func testASlowAnswerCountsFromTheQuestion() {
+        var q = Q(daemonID: "d", redisUp: true)
+        let l = limit(rps: 20)
+        _ = q.enqueue(ticket(1), limit: l, now: 0)
+        // Asked at 0, due 0.05 after it; the answer was read only at 0.04.
+        XCTAssertEqual(q.granted(host, delay: 0.05, askedAt: 0, limit: l, now: 0.04), [])
+        XCTAssertEqual(q.nextWakeup(limit: { _ in l }) ?? -1, 0.05, accuracy: 1e-9)
+    }
+
     func testLeasesAreKeptRenewedAndGivenBack() {
         var q = Q(daemonID: "d", redisUp: true)
         let l = limit(rps: nil, cap: 2)

@@ -34,7 +34,7 @@ final class RedisConnection {
     /// Connects, authenticates and selects the database; `timeout` bounds the connect and,
     /// when `readTimeout` is true, every reply.
     init(_ url: RedisURL, timeout: Double, readTimeout: Bool) throws(RedisUnavailable) {
-        var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1e6))
+        let tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1e6))
         let made: UnsafeMutablePointer<redisContext>?
         switch url.endpoint {
         case .tcp(let host, let port): made = redisConnectWithTimeout(host, Int32(port), tv)
@@ -48,8 +48,7 @@ final class RedisConnection {
             throw RedisUnavailable(description: "cannot connect to \(url): \(reason)")
         }
         if case .tcp = url.endpoint { _ = redisEnableKeepAlive(made) }
-        if !readTimeout { tv = timeval(tv_sec: 0, tv_usec: 0) }
-        _ = redisSetTimeout(made, tv)
+        _ = redisSetTimeout(made, tv)  // the setup below is bounded either way
         if let password = url.password {
             if case .error(let message) = try command(["AUTH", password]) {
                 throw RedisUnavailable(description: "Redis refused the password: \(message)")
@@ -58,6 +57,12 @@ final class RedisConnection {
         if url.database != 0, case .error(let message) = try command(["SELECT", String(url.database)]) {
             throw RedisUnavailable(description: "Redis refused database \(url.database): \(message)")
         }
+        // A stopped (SIGSTOP) or stalled server still accepts TCP connections into its
+        // backlog: only an answer shows it is there.
+        guard case .status("PONG") = try command(["PING"]) else {
+            throw RedisUnavailable(description: "Redis did not answer PING")
+        }
+        if !readTimeout { _ = redisSetTimeout(made, timeval(tv_sec: 0, tv_usec: 0)) }
     }
 
     deinit { redisFree(context) }

@@ -35,6 +35,7 @@ final class RedisLink: Sendable {
         var lastError = ""
         /// The subscriber lost its connection: check the command connection too.
         var probe = false
+        var stopping = false
     }
 
     let url: RedisURL
@@ -76,71 +77,84 @@ final class RedisLink: Sendable {
 
     // MARK: the command thread
 
-    private func runCalls(firstAttempt: DispatchSemaphore) {
-        var connection: RedisConnection? = nil
+    /// The command thread's own state (touched by that thread only).
+    private final class CallLoop {
+        var connection: RedisConnection?
         var scripts: [String: String] = [:]  // name -> sha1 on this connection
         var backoff = 0.1
-        var first: DispatchSemaphore? = firstAttempt
-        while true {
-            if connection == nil {
-                do {
-                    let made = try RedisConnection(url, timeout: timeout, readTimeout: true)
-                    connection = made
-                    scripts = [:]
-                    backoff = 0.1
-                    state.withLock { $0.up = true }
-                    log.info("redis \(url): connected")
-                    stateChanged(true)
-                } catch {
-                    let report = state.withLock { s -> Bool in
-                        defer { s.lastError = error.description }
-                        return s.lastError != error.description
-                    }
-                    if report { log.error("redis: \(error.description)") }
-                }
-                first?.signal()
-                first = nil
-                if connection == nil {
-                    _ = wakeup.wait(timeout: .now() + backoff)
-                    backoff = min(backoff * 2, 2.0)
-                    continue
-                }
-            }
-            wakeup.wait()
-            let (calls, probe) = state.withLock { s -> ([Call], Bool) in
-                defer { s.calls = []; s.probe = false }
-                return (s.calls, s.probe)
-            }
-            if probe, let live = connection {
-                do {
-                    _ = try live.command(["PING"])
-                } catch {
-                    connection = nil
-                    goDown(error, failing: calls)
-                    continue
-                }
-            }
-            guard !calls.isEmpty, let live = connection else { continue }
+        var first: DispatchSemaphore?
+        init(first: DispatchSemaphore) { self.first = first }
+    }
+
+    // The loops are a step function called until it says stop (never, in practice), not a
+    // `while true` around the body: Swift 6.3.1's loop-invariant code motion pass hangs on
+    // such an infinite loop in an optimized build (swiftlang/swift#88618).
+    private func runCalls(firstAttempt: DispatchSemaphore) {
+        let loop = CallLoop(first: firstAttempt)
+        while callStep(loop) {}
+    }
+
+    @inline(never)
+    private func callStep(_ loop: CallLoop) -> Bool {
+        if loop.connection == nil {
             do {
-                for call in calls where scripts[call.script.name] == nil {
-                    scripts[call.script.name] = try load(call.script, on: live)
-                }
-                var replies = try live.pipeline(calls.map { call in
-                    ["EVALSHA", scripts[call.script.name] ?? "", String(call.keys.count)] + call.keys + call.arguments
-                })
-                for (index, reply) in replies.enumerated() {
-                    guard case .error(let message) = reply, message.hasPrefix("NOSCRIPT") else { continue }
-                    let call = calls[index]
-                    scripts[call.script.name] = try load(call.script, on: live)
-                    replies[index] = try live.command(
-                        ["EVALSHA", scripts[call.script.name] ?? "", String(call.keys.count)] + call.keys + call.arguments)
-                }
-                for (call, reply) in zip(calls, replies) { call.done(.success(reply)) }
+                let made = try RedisConnection(url, timeout: timeout, readTimeout: true)
+                loop.connection = made
+                loop.scripts = [:]
+                loop.backoff = 0.1
+                state.withLock { $0.up = true; $0.lastError = "" }
+                log.info("redis \(url): connected")
+                stateChanged(true)
             } catch {
-                connection = nil
-                goDown(error, failing: calls)
+                let report = state.withLock { s -> Bool in
+                    defer { s.lastError = error.description }
+                    return s.lastError != error.description
+                }
+                if report { log.error("redis: \(error.description)") }
+            }
+            loop.first?.signal()
+            loop.first = nil
+            if loop.connection == nil {
+                _ = wakeup.wait(timeout: .now() + loop.backoff)
+                loop.backoff = min(loop.backoff * 2, 2.0)
+                return !stopping
             }
         }
+        wakeup.wait()
+        let (calls, probe) = state.withLock { s -> ([Call], Bool) in
+            defer { s.calls = []; s.probe = false }
+            return (s.calls, s.probe)
+        }
+        guard let live = loop.connection else { return !stopping }
+        do {
+            if probe { _ = try live.command(["PING"]) }
+            if !calls.isEmpty { try run(calls, on: live, scripts: &loop.scripts) }
+        } catch {
+            loop.connection = nil
+            goDown(error, failing: calls)
+        }
+        return !stopping
+    }
+
+    /// Never set: the link lives as long as the daemon. The loops test it so that they are
+    /// not infinite loops to the optimizer.
+    private var stopping: Bool { state.withLock { $0.stopping } }
+
+    /// One pipelined write of every call, then every reply; a NOSCRIPT loads the script again.
+    private func run(_ calls: [Call], on live: RedisConnection, scripts: inout [String: String]) throws(RedisUnavailable) {
+        for call in calls where scripts[call.script.name] == nil {
+            scripts[call.script.name] = try load(call.script, on: live)
+        }
+        func command(_ call: Call) -> [String] {
+            ["EVALSHA", scripts[call.script.name] ?? "", String(call.keys.count)] + call.keys + call.arguments
+        }
+        var replies = try live.pipeline(calls.map(command))
+        for (index, reply) in replies.enumerated() {
+            guard case .error(let message) = reply, message.hasPrefix("NOSCRIPT") else { continue }
+            scripts[calls[index].script.name] = try load(calls[index].script, on: live)
+            replies[index] = try live.command(command(calls[index]))
+        }
+        for (call, reply) in zip(calls, replies) { call.done(.success(reply)) }
     }
 
     private func load(_ script: RedisScript, on connection: RedisConnection) throws(RedisUnavailable) -> String {
@@ -167,24 +181,30 @@ final class RedisLink: Sendable {
 
     private func runSubscriber(subscribed: @Sendable () -> Void, message: @Sendable (String) -> Void) {
         var backoff = 0.1
-        while true {
-            do {
-                let connection = try RedisConnection(url, timeout: timeout, readTimeout: false)
-                _ = try connection.command(["SUBSCRIBE", channel])
-                backoff = 0.1
-                subscribed()
-                while true {
-                    let reply = try connection.readReply()
-                    if let parts = reply.array, parts.count == 3, parts[0].text == "message", let text = parts[2].text {
-                        message(text)
-                    }
+        while subscribeStep(backoff: &backoff, subscribed: subscribed, message: message) {}
+    }
+
+    /// Subscribes and hands messages over until the connection fails, then waits out the backoff.
+    @inline(never)
+    private func subscribeStep(backoff: inout Double, subscribed: @Sendable () -> Void,
+                               message: @Sendable (String) -> Void) -> Bool {
+        do {
+            let connection = try RedisConnection(url, timeout: timeout, readTimeout: false)
+            _ = try connection.command(["SUBSCRIBE", channel])
+            backoff = 0.1
+            subscribed()
+            repeat {
+                let reply = try connection.readReply()
+                if let parts = reply.array, parts.count == 3, parts[0].text == "message", let text = parts[2].text {
+                    message(text)
                 }
-            } catch {
-                state.withLock { $0.probe = true }
-                wakeup.signal()
-                usleep(UInt32(backoff * 1e6))
-                backoff = min(backoff * 2, 2.0)
-            }
+            } while !stopping
+        } catch {
+            state.withLock { $0.probe = true }
+            wakeup.signal()
+            usleep(UInt32(backoff * 1e6))
+            backoff = min(backoff * 2, 2.0)
         }
+        return !stopping
     }
 }

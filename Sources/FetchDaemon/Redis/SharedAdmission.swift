@@ -197,6 +197,7 @@ final class SharedAdmission: Sendable {
         let limit = self.limit(ticket.host)
         let keys = SharedLimitScripts.keys(ticket.host)
         guard let link else { return }
+        let askedAt = now
         link.eval(SharedLimitScripts.admit, keys: [keys.tat, keys.leases, keys.pause],
                   arguments: [String(limit.requestsPerSecond ?? 0), String(limit.burst), String(limit.maxConcurrent ?? 0),
                               String(Int(SharedLimitQueue.leaseSeconds * 1e6)), lease]) { [self] result in
@@ -210,7 +211,7 @@ final class SharedAdmission: Sendable {
                         return s.queue.unanswered(host, limit: limit, now: now)
                     }
                     if first == 1, parts.count >= 2, let delay = parts[1].integer {
-                        return s.queue.granted(host, delay: Double(delay) / 1e6, limit: limit, now: now)
+                        return s.queue.granted(host, delay: Double(delay) / 1e6, askedAt: askedAt, limit: limit, now: now)
                     }
                     let wait = Double(parts.count >= 3 ? parts[2].integer ?? 0 : 0) / 1e6
                     let refusal: SharedLimitQueue.Refusal = parts.count >= 2 && parts[1].text == "paused"

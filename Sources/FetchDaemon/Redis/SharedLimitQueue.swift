@@ -166,8 +166,12 @@ struct SharedLimitQueue: Sendable {
 
     // MARK: answers from Redis
 
-    /// Redis reserved a place: the asking ticket may start after `delay` seconds.
-    mutating func granted(_ host: HostKey, delay: Double, limit: HostScheduler.Limit, now: Double) -> [Action] {
+    /// Redis reserved a place: the asking ticket may start `delay` seconds after Redis ran the
+    /// script. That moment is taken as `askedAt` (when the question was sent: at most the
+    /// one-way trip to Redis early), not as `now` (the answer's arrival, which a busy daemon
+    /// may take long to read): a reply that was slow to come shows as a late start.
+    mutating func granted(_ host: HostKey, delay: Double, askedAt: Double? = nil, limit: HostScheduler.Limit,
+                          now: Double) -> [Action] {
         guard var state = hosts[host], let ticket = state.asking else { return [] }
         let lease = state.askingLease
         let cancelled = state.askingCancelled
@@ -177,7 +181,7 @@ struct SharedLimitQueue: Sendable {
         if cancelled {
             actions.append(.release(host, lease: lease))
         } else {
-            let due = now + max(0, delay)
+            let due = (askedAt ?? now) + max(0, delay)
             state.reserved.append(Reservation(ticket: ticket, due: due, lease: lease))
             state.lastDue = max(state.lastDue, due)
         }
