@@ -125,12 +125,14 @@ class RedisCase(unittest.TestCase):
         with d.client() as c:
             return next(e for e in c.call("getRateLimits")["limits"] if e["host"] == host)
 
-    def check_rate(self, times, burst=1):
+    def check_rate(self, times, burst=1, total=True):
         rate = self.RATE
         for window in (0.5, 1.0, 2.0):
             bound = burst + rate * window
             self.assertLessEqual(max_in_window(times, window), bound,
                                  f"more than {bound:g} arrivals in a {window} s window")
+        if not total:
+            return
         got = (len(times) - 1) / (max(times) - min(times))
         self.assertLess(abs(got - rate) / rate, 0.03, f"total rate {got:.3f}/s, limit {rate:g}/s")
 
@@ -300,7 +302,9 @@ class TestRedisDown(RedisCase):
             self.assertEqual(len(client_answers(p, timeout=30)), 10)
         times = hits(name)["times"]
         self.assertEqual(len(times), 20)
-        self.check_rate(times)
+        # The window bound; not the total rate: each daemon reconnects on its own backoff, so
+        # one may start its share up to a couple of seconds after the other.
+        self.check_rate(times, total=False)
 
 
 if __name__ == "__main__":

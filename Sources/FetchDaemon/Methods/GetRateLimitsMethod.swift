@@ -36,14 +36,16 @@ struct GetRateLimitsMethod: InlineRPCMethod {
         for pattern in scheduler.limits.keys.sorted(by: { ($0 == "*" ? "" : $0) < ($1 == "*" ? "" : $1) }) {
             guard let limit = scheduler.limits[pattern] else { continue }
             let governed = active.filter { scheduler.limitEntry(for: $0.key) == pattern }
-            var entry = SettingsFields.rateLimit(host: pattern, limit: limit).objectValue ?? JSONObject()
+            var entry = SettingsFields.rateLimit(host: pattern, limit: limit, redis: shared != nil).objectValue ?? JSONObject()
             entry["running"] = JSONValue(governed.values.reduce(0) { $0 + $1.running })
             entry["queued"] = JSONValue(governed.values.reduce(0) { $0 + $1.queued })
             entry["pausedUntil"] = iso(governed.values.compactMap(\.pausedUntil).max())
             // Where the limit is counted now: a shared limit in Redis, unless Redis is down and
             // the limit falls back to its local share (with `wait`, requests wait for Redis).
-            let inRedis = limit.shared && (redisUp || limit.onRedisDown == .wait)
-            entry["backend"] = .string(inRedis ? "redis" : "local")
+            if shared != nil {
+                let inRedis = limit.shared && (redisUp || limit.onRedisDown == .wait)
+                entry["backend"] = .string(inRedis ? "redis" : "local")
+            }
             limits.append(.object(entry))
         }
         let hosts: [JSONValue] = active.keys.sorted { $0.description < $1.description }.compactMap { key in

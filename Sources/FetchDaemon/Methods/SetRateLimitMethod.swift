@@ -52,6 +52,6 @@ struct SetRateLimitMethod: InlineRPCMethod {
         }
         try reader.finish()
         admission.setLimit(limit, for: host)
-        return SettingsFields.rateLimit(host: host, limit: limit)
+        return SettingsFields.rateLimit(host: host, limit: limit, redis: shared != nil)
     }
 }
