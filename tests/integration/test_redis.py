@@ -284,6 +284,23 @@ class TestRedisDown(RedisCase):
         # switch of backend at most one more start per daemon (its local burst).
         self.assertLessEqual(max_in_window([t for t in times if t > stopped], 1.0), 1 + self.RATE * 1.0 + 2)
 
+    def test_a_stalled_redis_counts_as_down(self):
+        d, = self.start_daemons(1)
+        self.share({"requestsPerSecond": self.RATE, "onRedisDown": "local"})
+        self.redis.proc.send_signal(signal.SIGSTOP)  # still accepts connections, never answers
+        try:
+            with d.client() as c:
+                t0 = time.monotonic()
+                self.assertEqual(c.call("fetch", {"url": record_url(key("stalled")), "retry": False},
+                                        timeout=20)["status"], 200)
+                waited = time.monotonic() - t0
+            self.assertLess(waited, 5, "the question timed out (1 s) and the local share took the request")
+            self.assertEqual(self.status(d)["redis"], "down")
+            self.assertEqual(self.entry(d)["backend"], "local")
+        finally:
+            self.redis.proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: self.status(d)["redis"] == "up", timeout=10, message="up again after SIGCONT")
+
     def test_wait_mode_queues_until_redis_is_back(self):
         self.start_daemons(2)
         self.share({"requestsPerSecond": self.RATE, "onRedisDown": "wait"})
