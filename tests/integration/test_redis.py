@@ -241,11 +241,11 @@ class TestRedisPause(RedisCase):
                                   "retry": False})
             self.assertEqual(r["status"], 429)
         t429 = hits(flaky)["times"][0]
-        for d in (b, c):
-            self.assertIsNotNone(self.entry(d)["pausedUntil"])
-        # A daemon that has sent nothing to the host hears of the pause too: pub/sub, not a
-        # question of its own.
-        self.assertIsNotNone(self.entry(idle)["pausedUntil"])
+        # Every daemon hears of it (the pause is set in Redis just after a's answer), the one that
+        # has sent nothing to the host too: pub/sub, not a question of its own.
+        for d in (b, c, idle):
+            wait_for(lambda: self.entry(d)["pausedUntil"] is not None, timeout=1.0,
+                     message="the pause reached every daemon")
         for p in procs[1:]:
             self.assertEqual(len(client_answers(p, timeout=60)), 30)
         times = hits(name)["times"]
@@ -270,6 +270,7 @@ class TestRedisDown(RedisCase):
             wait_for(lambda: self.status(d)["redis"] == "down", timeout=5, message="getStatus says down")
             self.assertEqual(self.entry(d)["backend"], "local")
         wait_for(lambda: hits(name)["count"] >= 60, timeout=10)
+        restarted = time.monotonic()
         self.redis.start()
         for d in self.daemons:
             wait_for(lambda: self.status(d)["redis"] == "up", timeout=10, message="getStatus says up again")
@@ -280,9 +281,12 @@ class TestRedisDown(RedisCase):
             self.assertTrue(all(a["answer"].get("result", {}).get("status") == 200 for a in answers))
         times = hits(name)["times"]
         self.assertEqual(len(times), 120, "no request lost or sent twice")
-        # Two daemons at 0.5 x 20/s each: the whole limit while Redis was away, and at each
-        # switch of backend at most one more start per daemon (its local burst).
-        self.assertLessEqual(max_in_window([t for t in times if t > stopped], 1.0), 1 + self.RATE * 1.0 + 2)
+        # Two daemons at 0.5 x 20/s each: the whole limit while Redis was away, and at the
+        # switch to the local share at most one more start per daemon (its local burst). (Once
+        # Redis is back, each daemon returns on its own backoff: for that moment one may be on
+        # Redis's whole limit while the other is still on its share; docs/rate-limits.md.)
+        away = [t for t in times if stopped < t < restarted]
+        self.assertLessEqual(max_in_window(away, 1.0), 1 + self.RATE * 1.0 + 2)
 
     def test_a_stalled_redis_counts_as_down(self):
         d, = self.start_daemons(1)
