@@ -331,10 +331,10 @@ http {{
             self.stack.stop(p)
         raise RuntimeError("upload_sink did not start")
 
-    def start_fetchd(self, name="fetchd.sock"):
+    def start_fetchd(self, name="fetchd.sock", extra=()):
         sock = os.path.join(self.tmp, name)
         log = open(os.path.join(self.tmp, name + ".log"), "wb")
-        p = self.stack.start([self.fetchd_bin, "--socket", sock] + self.fetchd_args, stderr=log)
+        p = self.stack.start([self.fetchd_bin, "--socket", sock] + self.fetchd_args + list(extra), stderr=log)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if p.poll() is not None:
@@ -620,6 +620,82 @@ http {{
         return dict(arrival_stats(self.arrivals_since(offset), rate, streams=procs), n=n // procs * procs, seconds=wall,
                     per_process_limit=per_process_rate)
 
+    # -- a limit shared by several daemons through Redis (issue 21)
+    def start_redis(self):
+        """A throwaway redis-server and REDIS_DAEMONS daemons that count shared limits in it."""
+        for attempt in range(5):
+            port = nginx.free_port()
+            p = self.stack.start([shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
+                                  "--save", "", "--appendonly", "no", "--dir", self.tmp], stderr=subprocess.DEVNULL)
+            if nginx.wait_port(port, time.monotonic() + 5, p):
+                self.redis_port = port
+                break
+            self.stack.stop(p)
+        else:
+            raise RuntimeError("redis-server did not start")
+        url = f"redis://127.0.0.1:{self.redis_port}/0"
+        self.redis_socks = [self.start_fetchd(f"redis-{i}.sock", ["--redis", url])[1] for i in range(REDIS_DAEMONS)]
+
+    def share_limit(self, rate, shared=True):
+        for sock in self.redis_socks:
+            rpc(sock, "setRateLimit", {"host": self.limited_host.split(":")[0], "requestsPerSecond": rate,
+                                       "burst": RATE_BURST, "maxConcurrent": None, "shared": shared})
+
+    def redis_rate(self, rate):
+        """Every daemon sends its share of about REDIS_SECONDS of requests at once (one fetchd_load
+        process each, 16 in flight), all under one shared limit."""
+        self.share_limit(rate)
+        each = rate * REDIS_SECONDS // REDIS_DAEMONS
+        offset = self.log_offset()
+        t0 = time.monotonic()
+        loads = [subprocess.Popen([self.bin["fetchd_load"], sock, self.limited_small, str(each), "1", "16"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                 for sock in self.redis_socks]
+        per = []
+        for p in loads:
+            out, err = p.communicate(timeout=300)
+            if p.returncode != 0 or json.loads(out)["ok"] != each:
+                raise RuntimeError(f"fetchd_load under a shared limit: {out[-300:]!r} {err[-300:]!r}")
+            per.append(each / json.loads(out)["seconds"])
+        wall = time.monotonic() - t0
+        # One stream: the daemons' starts interleave on the one schedule Redis keeps.
+        return dict(arrival_stats(self.arrivals_since(offset), rate), n=each * REDIS_DAEMONS,
+                    seconds=wall, per_daemon_req_per_s=per)
+
+    def redis_latency(self, shared, n=1000):
+        """One request at a time through one daemon, its host limited (1,000,000/s: never waits)
+        locally or in Redis: the difference is what a round trip to Redis adds per request."""
+        self.share_limit(1_000_000, shared=shared)
+        out, wall, _ = run_child([self.bin["fetchd_load"], self.redis_socks[0], self.limited_small, str(n), "1", "1"], 120)
+        r = json.loads(out)
+        if r["ok"] != n:
+            raise RuntimeError(f"fetchd_load c=1: {r['ok']}/{n} answers were 200")
+        return {"n": n, "seconds": r["seconds"], "us_per_req": 1e6 * r["seconds"] / n}
+
+    def redis_admissions(self):
+        """Admissions per second one Redis handles: redis-benchmark runs the admit script with
+        EVALSHA (50 connections, 16 pipelined), over 1,000 hosts, with a rate and a cap that
+        always admit, so every call takes the whole path (GCRA write, lease ZADD)."""
+        with open(os.path.join(REPO, "Sources", "FetchDaemon", "Redis", "SharedLimitScripts.swift")) as f:
+            swift = f.read()
+        def body(name):  # a Swift multi-line string literal, its indentation removed
+            m = re.search(r"let " + name + r' = [^\n]*"""\n(.*?)\n\s*"""', swift, re.S)
+            return "\n".join(line.strip() for line in m.group(1).splitlines())
+        source = body("clock") + "\n" + body("admit")
+        cli = ["redis-cli", "-p", str(self.redis_port)]
+        sha = subprocess.run(cli + ["SCRIPT", "LOAD", source], stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+        check = subprocess.run(cli + ["EVALSHA", sha, "3", "fetchd:{b}:tat", "fetchd:{b}:leases", "fetchd:{b}:pause",
+                                      "1000000000", "1", "1000000000", "5000000", "x"], stdout=subprocess.PIPE, text=True).stdout
+        if not check.startswith("1"):
+            raise RuntimeError(f"admit script: {check!r}")
+        n = 200_000
+        out, wall, _ = run_child(["redis-benchmark", "-p", str(self.redis_port), "-c", "50", "-P", "16", "-n", str(n),
+                                  "-r", "1000", "--csv", "EVALSHA", sha, "3", "fetchd:{h__rand_int__}:tat",
+                                  "fetchd:{h__rand_int__}:leases", "fetchd:{h__rand_int__}:pause", "1000000000", "1",
+                                  "1000000000", "5000000", "lease__rand_int__"], 300)
+        rps = float(out.strip().splitlines()[-1].split(",")[1].strip('"'))
+        return {"n": n, "admissions_per_s": rps}
+
     def record(self, key, fn, *a):
         r = fn(*a)
         self.raw.setdefault(key, []).append(r)
@@ -643,6 +719,9 @@ RATE_BURST = 1   # fetchd's burst for the host; curl --rate has none
 def rate_n(rate):
     """Requests per rate round: about RATE_SECONDS of them, a multiple of RATE_PROCS."""
     return rate * RATE_SECONDS // RATE_PROCS * RATE_PROCS
+
+
+REDIS_DAEMONS, REDIS_SECONDS, REDIS_LIMITS = 4, 4, (20, 200)   # daemons on one shared limit, s of requests
 
 
 RATE_TOOLS = [  # key, label (of the limit), method, per-process curl --rate (of the limit)
@@ -704,6 +783,19 @@ def summarize(b):
                                  "max_us": spread([r["max_us"] for r in rounds]),
                                  "n": rounds[0]["n"], "rounds": len(rounds),
                                  "downloads_running_at_end": min(r["downloads_running_at_end"] for r in rounds)}
+        elif k[0] == "redis" and k[1] == "rate":
+            rates = [r["req_per_s"] for r in rounds if r["req_per_s"]]
+            s[f"redis.rate.{k[2]}"] = {"limit_per_s": k[2], "daemons": REDIS_DAEMONS, "n": rounds[0]["n"],
+                                      "rounds": len(rounds), "req_per_s": med(rates),
+                                      "req_per_s_min": min(rates, default=None), "req_per_s_max": max(rates, default=None),
+                                      "max_in_1s": max(r["max_in_1s"] for r in rounds),
+                                      "per_daemon_req_per_s": med([x for r in rounds for x in r["per_daemon_req_per_s"]])}
+        elif k[0] == "redis" and k[1] == "latency":
+            s[f"redis.latency.{k[2]}"] = {"us_per_req": med([r["us_per_req"] for r in rounds]), "n": rounds[0]["n"],
+                                         "rounds": len(rounds)}
+        elif k[0] == "redis" and k[1] == "admissions":
+            s["redis.admissions"] = {"admissions_per_s": med([r["admissions_per_s"] for r in rounds]),
+                                     "rounds": len(rounds)}
     return s
 
 
@@ -824,6 +916,23 @@ def print_table(s, g, meta):
                              f"{e['req_per_s_min']:,.1f}-{e['req_per_s_max']:,.1f}", "", "", "",
                              f"{e['req_per_s'] / rate:.3f}x the limit ({e['req_per_s_min'] / rate:.3f}-"
                              f"{e['req_per_s_max'] / rate:.3f}), n={e['n']}"))
+    for rate in REDIS_LIMITS:
+        e = s.get(f"redis.rate.{rate}")
+        if e and e["req_per_s"]:
+            rows.append((f"shared limit {rate:,}/s, {e['daemons']} daemons", "fetchd --redis, one fetchd_load each",
+                         f"{e['req_per_s']:,.1f} req/s, max {e['max_in_1s']} in 1 s", "", "", "",
+                         f"{e['req_per_s'] / rate:.3f}x the limit ({e['req_per_s_min'] / rate:.3f}-"
+                         f"{e['req_per_s_max'] / rate:.3f}), {e['per_daemon_req_per_s']:,.1f} req/s each, n={e['n']}"))
+    lo, sh = s.get("redis.latency.local"), s.get("redis.latency.shared")
+    if lo and sh:
+        rows.append(("c=1, limit that never waits", "fetchd, local limit", f"{lo['us_per_req']:,.0f} us/request",
+                     "", "", "", f"n={lo['n']}"))
+        rows.append(("c=1, limit that never waits", "fetchd, shared limit (Redis)", f"{sh['us_per_req']:,.0f} us/request",
+                     "", "", "", f"+{sh['us_per_req'] - lo['us_per_req']:,.0f} us per request"))
+    a = s.get("redis.admissions")
+    if a:
+        rows.append(("one Redis, admit script", "redis-benchmark EVALSHA (-c 50 -P 16)",
+                     f"{a['admissions_per_s']:,.0f} admissions/s", "", "", "", "1,000 hosts, rate and lease"))
     for which in ("fresh", "after_load"):
         e = s.get(f"idle.{which}")
         if e:
@@ -889,7 +998,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="1 round each, small counts: checks the harness")
     ap.add_argument("--profile", action="store_true", help="perf record fetchd under the c=64 small-GET load")
     ap.add_argument("--results", default=os.path.join(BENCH, "results"))
-    ap.add_argument("--only", choices=["rate"], help="run only these rounds (rate: the request-rate limit rows)")
+    ap.add_argument("--only", choices=["rate", "redis"],
+                    help="run only these rounds (rate: the request-rate limit rows; redis: the shared limit rows)")
     ap.add_argument("--rate-rounds", type=int, default=3, help="rounds of the rate-limit rows")
     args = ap.parse_args()
     if args.quick:
@@ -900,7 +1010,8 @@ def main():
     src = args.bin or os.environ.get("FETCHD_BIN") or os.path.join(REPO, ".build", "release", "fetchd")
     if not os.access(src, os.X_OK):
         sys.exit(f"no fetchd binary at {src}: run `make bench` (it builds the release daemon)")
-    for tool in ("gcc", "curl", "pkg-config") + (("aria2c",) if args.only != "rate" else ()) + \
+    for tool in ("gcc", "curl", "pkg-config") + (("aria2c",) if args.only not in ("rate", "redis") else ()) + \
+            (("redis-server", "redis-benchmark", "redis-cli") if args.only in (None, "redis") else ()) + \
             (("perf",) if args.profile else ()):
         if not shutil.which(tool):
             sys.exit(f"bench needs {tool}: `make bench` installs its prerequisites")
@@ -934,14 +1045,14 @@ def main():
                   f"{os.cpu_count()}-core machine makes the numbers noisy")
         print("fetchd runs with --max-per-host 0 (no per-host cap; the default is 10); "
               "loopback nginx, 1 worker; medians of interleaved rounds", flush=True)
-        if args.only != "rate":
+        if args.only not in ("rate", "redis"):
             b.start_sink()
             b.start_echo()
             b.start_aria2()
         b.fetchd, b.sock = b.start_fetchd()
         time.sleep(1.0)
         t_start = time.monotonic()
-        if args.only != "rate":
+        if args.only not in ("rate", "redis"):
             print("idle (fresh daemon, 5 s) ...", flush=True)
             b.record(("idle", "fresh"), b.idle, b.fetchd.pid)
             # Warm-up, not recorded: connections, page cache, first allocations.
@@ -976,9 +1087,12 @@ def main():
                     b.record(key, b.ping, sock, args.pings)
                 print(f"downloads, uploads, pings: round {rnd + 1}/{args.large_rounds} done", flush=True)
 
-        rate_rounds(b, 1 if args.quick else max(1, args.rate_rounds))
+        if args.only != "redis":
+            rate_rounds(b, 1 if args.quick else max(1, args.rate_rounds))
+        if args.only in (None, "redis"):
+            redis_rounds(b, 1 if args.quick else max(1, args.rate_rounds))
 
-        if args.only != "rate":
+        if args.only not in ("rate", "redis"):
             # The daemon hands freed memory back to the system once, 2 s after its last job
             # (IdleMemoryRelease); idle is measured once that has happened.
             time.sleep(3.0)
@@ -1019,6 +1133,21 @@ def rate_rounds(b, rounds):
             for key, fn, a in same_rate[rot:] + same_rate[:rot]:
                 b.record(key, fn, *a)
         print(f"rate limit: round {rnd + 1}/{rounds} done", flush=True)
+
+
+def redis_rounds(b, rounds):
+    """The shared-limit rows: REDIS_DAEMONS daemons on one limit in Redis at each rate, the
+    added latency of a round trip (local and shared limit interleaved), and one Redis's
+    admissions per second."""
+    b.start_redis()
+    b.redis_latency(False, 200), b.redis_latency(True, 200)   # warm-up: connections, scripts loaded
+    for rnd in range(rounds):
+        for rate in REDIS_LIMITS:
+            b.record(("redis", "rate", rate), b.redis_rate, rate)
+        for shared in ((False, True) if rnd % 2 == 0 else (True, False)):
+            b.record(("redis", "latency", "shared" if shared else "local"), b.redis_latency, shared)
+        print(f"shared limit: round {rnd + 1}/{rounds} done", flush=True)
+    b.record(("redis", "admissions"), b.redis_admissions)
 
 
 def profile(b, args):

@@ -57,6 +57,7 @@ public final class Daemon: Sendable {
         self.cookieFile = cookieFile
         let limits = try RuntimeSetup.scheduler(options)
         let admission = HostAdmission(scheduler: limits)
+        let shared = options.redis.map { [log] in SharedAdmission(url: $0, limits: admission, log: log) }
         let httpLog = HTTPLog(defaultDirectory: options.httpLogDirectory(environment: environment), log: log)
         self.httpLog = httpLog
         let tasks = WorkerThreads(name: "fetchd-tasks", count: WorkerThreads.defaultCount)
@@ -100,7 +101,7 @@ public final class Daemon: Sendable {
             answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { cork.around($0) }),
             tasks: tasks, blocking: blocking,
             timers: DispatchQueue(label: "fetchd.retry-waits"), stubs: stubs, durable: durable, metrics: metrics,
-            events: events, cache: cache))
+            events: events, cache: cache, shared: shared))
         self.jobs = jobs
         let driver = JobDriver(jobs: jobs)
         let startedAt = ContinuousClock.now
@@ -122,7 +123,7 @@ public final class Daemon: Sendable {
         }
         let methods: [any RPCMethod] = [
             PingMethod(),
-            GetStatusMethod(jobs: jobs, httpLog: httpLog, startedAt: startedAt) { serverBox.server?.connectionCount ?? 0 },
+            GetStatusMethod(jobs: jobs, httpLog: httpLog, startedAt: startedAt, shared: shared) { serverBox.server?.connectionCount ?? 0 },
             FetchMethod(driver: driver, policy: policy),
             download,
             upload,
@@ -130,10 +131,10 @@ public final class Daemon: Sendable {
             ListJobsMethod(jobs: jobs),
             GetJobMethod(jobs: jobs),
             AttachMethod(jobs: jobs),
-            SetRateLimitMethod(admission: admission),
+            SetRateLimitMethod(admission: admission, shared: shared),
             SetLoggingMethod(httpLog: httpLog),
             GetLoggingMethod(httpLog: httpLog),
-            GetRateLimitsMethod(admission: admission),
+            GetRateLimitsMethod(admission: admission, shared: shared),
             GetCookiesMethod(engine: engine),
             SetCookiesMethod(engine: engine),
             ClearCookiesMethod(engine: engine),

@@ -33,6 +33,11 @@ public final class HostAdmission: Sendable {
     /// Seconds on the monotonic clock since this object was made.
     public var now: Double { Double(DispatchTime.now().uptimeNanoseconds - origin.uptimeNanoseconds) / 1e9 }
 
+    /// A time on `now`'s clock as `DispatchTime.uptimeNanoseconds`, for an absolute deadline.
+    public func uptimeNanoseconds(at time: Double) -> UInt64 {
+        origin.uptimeNanoseconds + UInt64((max(0, time) * 1e9).rounded(.up))
+    }
+
     /// Queues a request; `admitted` is called once, when it may start (or with an error
     /// when it was cancelled). Throws `Overloaded` at once when the queue is full.
     public func enqueue(_ ticket: HostScheduler.Ticket, alreadyAccepted: Bool = false,
@@ -78,6 +83,11 @@ public final class HostAdmission: Sendable {
         pump()
     }
 
+    /// The limit that applies to a host now.
+    public func limit(for host: HostKey) -> HostScheduler.Limit {
+        state.withLock { $0.scheduler.limit(for: host) }
+    }
+
     public func setLimit(_ limit: HostScheduler.Limit, for pattern: String) {
         state.withLock { $0.scheduler.setLimit(limit, for: pattern) }
         pump()
@@ -109,8 +119,7 @@ public final class HostAdmission: Sendable {
                 if let next {
                     // An absolute deadline on `now`'s clock, so that the time since `now` was
                     // read (or a preemption) does not make the timer late.
-                    let due = origin.uptimeNanoseconds + UInt64((max(0, next) * 1e9).rounded(.up))
-                    timer.schedule(deadline: DispatchTime(uptimeNanoseconds: due), leeway: .nanoseconds(0))
+                    timer.schedule(deadline: DispatchTime(uptimeNanoseconds: uptimeNanoseconds(at: next)), leeway: .nanoseconds(0))
                 } else {
                     timer.schedule(deadline: .distantFuture)
                 }

@@ -15,11 +15,35 @@ public struct HostScheduler: Sendable {
         /// nil: no rate limit.
         public var requestsPerSecond: Double?
         public var burst: Int
+        /// Counted in Redis for every daemon that uses the same Redis (`--redis`); the
+        /// daemon's `SharedAdmission` admits such hosts, not this scheduler.
+        public var shared = false
+        /// What a shared limit does while Redis cannot be reached.
+        public var onRedisDown = RedisDownMode.local
+        /// The part of a shared limit this daemon enforces alone while Redis is down (`local`).
+        public var localShare = 1.0
+
+        public enum RedisDownMode: String, Sendable, Equatable {
+            /// Each daemon enforces `localShare` x the limit by itself.
+            case local
+            /// Shared requests wait until Redis is back.
+            case wait
+        }
 
         public init(maxConcurrent: Int? = 10, requestsPerSecond: Double? = nil, burst: Int = 1) {
             self.maxConcurrent = maxConcurrent
             self.requestsPerSecond = requestsPerSecond
             self.burst = max(1, burst)
+        }
+
+        /// `localShare` x this limit, enforced by one daemon alone: the rate scaled, the cap
+        /// and the burst scaled and rounded down (at least 1), not shared.
+        public var localPart: Limit {
+            var part = Limit(maxConcurrent: maxConcurrent.map { max(1, Int((Double($0) * localShare).rounded(.down))) },
+                             requestsPerSecond: requestsPerSecond.map { $0 * localShare },
+                             burst: max(1, Int((Double(burst) * localShare).rounded(.down))))
+            part.localShare = localShare
+            return part
         }
 
         /// How late a start may come and still count from its due time rather than from

@@ -62,6 +62,8 @@ public struct DaemonOptions: Sendable, Equatable {
     public var cacheDirectory: String?
     public var cacheMaxBytes: Int64 = 1 << 30
     public var cacheDisabled = false
+    /// `--redis URL`: where shared limits are counted.
+    var redis: RedisURL?
 
     public struct RateFlag: Sendable, Equatable {
         public var host: String
@@ -203,6 +205,14 @@ public struct DaemonOptions: Sendable, Equatable {
         Option("--no-cache", nil, key: "", field: \.cacheDisabled, default: "off", "no HTTP cache, whatever --cache-dir says") { o, _ throws(UsageError) in
             o.cacheDirectory = nil
             o.cacheDisabled = true
+        },
+        Option("--redis", "URL", key: "redis", field: \.redis, default: "none",
+               "count `shared` rate limits in this Redis, with every daemon that uses it: redis://[:password@]host:port/db or unix:///path") { o, v throws(UsageError) in
+            do throws(RedisURL.Invalid) {
+                o.redis = try RedisURL(v)
+            } catch {
+                throw UsageError(description: error.description)
+            }
         },
         Option("--verbose", nil, key: "verbose", field: \.verbose, default: "off", runtime: true, "log connections and requests to stderr") { o, _ throws(UsageError) in
             o.verbose = true

@@ -55,7 +55,8 @@ final class RuntimeSetup: Sendable {
         }
         for (index, entry) in (options.configSections?.rateLimits ?? []).enumerated() {
             do {
-                let (host, limit) = try SetRateLimitMethod.limit(entry, current: scheduler, path: "rateLimits[\(index)]")
+                let (host, limit) = try SetRateLimitMethod.limit(entry, current: scheduler, path: "rateLimits[\(index)]",
+                                                             redis: options.redis != nil)
                 scheduler.setLimit(limit, for: host)
             } catch {
                 throw StartupError("\(source): \(Self.describe(error))")

@@ -250,15 +250,18 @@ struct JobServices: Sendable {
     let events: JobEvents?
     /// The HTTP cache (nil: no --cache-dir).
     let cache: HTTPCache?
+    /// Shared limits through Redis (nil without `--redis`).
+    let shared: SharedAdmission?
 
     init(engine: HTTPEngine, admission: HostAdmission, credentials: CredentialStore, httpLog: HTTPLog, log: Logger,
          answers: WorkerThreads, tasks: WorkerThreads, blocking: WorkerThreads, timers: DispatchQueue,
          stubs: StubStore = StubStore(), durable: DurableStore? = nil, metrics: Metrics = Metrics(),
-         events: JobEvents? = nil, cache: HTTPCache? = nil) {
+         events: JobEvents? = nil, cache: HTTPCache? = nil, shared: SharedAdmission? = nil) {
         self.durable = durable
         self.metrics = metrics
         self.events = events
         self.cache = cache
+        self.shared = shared
         self.engine = engine
         self.admission = admission
         self.httpLog = httpLog
@@ -268,8 +271,8 @@ struct JobServices: Sendable {
         self.blocking = blocking
         self.timers = timers
         self.stubs = stubs
-        commonStages = Pipeline.common(admission: admission, credentials: credentials, log: log, stubs: stubs, timers: timers,
-                                       metrics: metrics, cache: cache)
+        commonStages = Pipeline.common(admission: admission, shared: shared, credentials: credentials, log: log, stubs: stubs,
+                                       timers: timers, metrics: metrics, cache: cache)
     }
 
     /// Seconds on the monotonic clock (the machine's and the host scheduler's clock).

@@ -9,6 +9,8 @@ struct GetRateLimitsMethod: InlineRPCMethod {
     static let name = "getRateLimits"
 
     let admission: HostAdmission
+    /// nil without `--redis`.
+    let shared: SharedAdmission?
 
     func callInline(_ params: JSONValue?, context: RPCContext) throws -> JSONValue {
         let reader = try ParamReader(params)
@@ -19,21 +21,38 @@ struct GetRateLimitsMethod: InlineRPCMethod {
             guard let monotonic, monotonic > now else { return .null }
             return .string(ISO8601Format.string(wallNow.addingTimeInterval(monotonic - now)))
         }
+        // Every active host: the local scheduler's, and this daemon's part of shared ones.
+        var active: [HostKey: (running: Int, queued: Int, pausedUntil: Double?)] = [:]
+        for (key, state) in scheduler.hosts { active[key] = (state.running, state.waiting.count, state.pausedUntil) }
+        if let shared {
+            for (key, counts) in shared.counts().hosts {
+                let old = active[key] ?? (0, 0, nil)
+                let paused = [old.pausedUntil, counts.pausedUntil].compactMap { $0 }.max()
+                active[key] = (old.running + counts.running, old.queued + counts.queued, paused)
+            }
+        }
+        let redisUp = shared?.redisUp ?? false
         var limits: [JSONValue] = []
         for pattern in scheduler.limits.keys.sorted(by: { ($0 == "*" ? "" : $0) < ($1 == "*" ? "" : $1) }) {
             guard let limit = scheduler.limits[pattern] else { continue }
-            let governed = scheduler.hosts.filter { scheduler.limitEntry(for: $0.key) == pattern }
-            var entry = SettingsFields.rateLimit(host: pattern, limit: limit).objectValue ?? JSONObject()
+            let governed = active.filter { scheduler.limitEntry(for: $0.key) == pattern }
+            var entry = SettingsFields.rateLimit(host: pattern, limit: limit, redis: shared != nil).objectValue ?? JSONObject()
             entry["running"] = JSONValue(governed.values.reduce(0) { $0 + $1.running })
-            entry["queued"] = JSONValue(governed.values.reduce(0) { $0 + $1.waiting.count })
+            entry["queued"] = JSONValue(governed.values.reduce(0) { $0 + $1.queued })
             entry["pausedUntil"] = iso(governed.values.compactMap(\.pausedUntil).max())
+            // Where the limit is counted now: a shared limit in Redis, unless Redis is down and
+            // the limit falls back to its local share (with `wait`, requests wait for Redis).
+            if shared != nil {
+                let inRedis = limit.shared && (redisUp || limit.onRedisDown == .wait)
+                entry["backend"] = .string(inRedis ? "redis" : "local")
+            }
             limits.append(.object(entry))
         }
-        let hosts: [JSONValue] = scheduler.hosts.keys.sorted { $0.description < $1.description }.compactMap { key in
-            guard let state = scheduler.hosts[key] else { return nil }
+        let hosts: [JSONValue] = active.keys.sorted { $0.description < $1.description }.compactMap { key in
+            guard let state = active[key] else { return nil }
             return [
                 "host": .string(key.description), "limit": .string(scheduler.limitEntry(for: key)),
-                "running": JSONValue(state.running), "queued": JSONValue(state.waiting.count),
+                "running": JSONValue(state.running), "queued": JSONValue(state.queued),
                 "pausedUntil": iso(state.pausedUntil),
             ]
         }

@@ -9,6 +9,8 @@ struct GetStatusMethod: InlineRPCMethod {
     let jobs: JobRegistry
     let httpLog: HTTPLog
     let startedAt: ContinuousClock.Instant
+    /// nil without `--redis`.
+    let shared: SharedAdmission?
     let connectionCount: @Sendable () -> Int
 
     func callInline(_ params: JSONValue?, context: RPCContext) throws -> JSONValue {
@@ -27,6 +29,7 @@ struct GetStatusMethod: InlineRPCMethod {
                 "waiting": JSONValue(counts.waiting), "finished": JSONValue(counts.finished),
                 "failed": JSONValue(counts.failed),
             ],
+            "redis": shared.map { .string($0.redisUp ? "up" : "down") } ?? .null,
             "logging": {
                 let settings = httpLog.current
                 return ["enabled": .bool(settings.enabled), "directory": .string(settings.directory)]

@@ -8,16 +8,19 @@ struct SetRateLimitMethod: InlineRPCMethod {
     static let name = "setRateLimit"
 
     let admission: HostAdmission
+    /// nil without `--redis`: `shared: true` is refused then.
+    let shared: SharedAdmission?
 
     func callInline(_ params: JSONValue?, context: RPCContext) throws -> JSONValue {
-        let (host, limit) = try Self.limit(params, current: admission.snapshot().scheduler)
+        let (host, limit) = try Self.limit(params, current: admission.snapshot().scheduler, redis: shared != nil)
         admission.setLimit(limit, for: host)
-        return SettingsFields.rateLimit(host: host, limit: limit)
+        return SettingsFields.rateLimit(host: host, limit: limit, redis: shared != nil)
     }
 
     /// The host pattern and the limit the params give it (the fields left out keep
     /// `current`'s); `path` prefixes the fields of errors (a --config file's `rateLimits[2]`).
-    static func limit(_ params: JSONValue?, current: HostScheduler, path: String = "") throws -> (String, HostScheduler.Limit) {
+    /// `redis`: the daemon runs with `--redis`, so `shared: true` is accepted.
+    static func limit(_ params: JSONValue?, current: HostScheduler, path: String = "", redis: Bool = false) throws -> (String, HostScheduler.Limit) {
         var reader = try ParamReader(params, path: path)
         let host = try reader.requiredString("host").lowercased()
         guard host == "*" || HostPattern.isValid(host) else {
@@ -39,6 +42,21 @@ struct SetRateLimitMethod: InlineRPCMethod {
             limit.burst = 1
         } else if let burst = try reader.integer("burst", in: 1...1_000_000) {
             limit.burst = burst
+        }
+        if let isShared = try reader.bool("shared") {
+            guard !isShared || redis else {
+                throw RPCError.invalidParams(field: "shared", "a shared limit needs fetchd --redis URL")
+            }
+            limit.shared = isShared
+        }
+        if let mode = try reader.string("onRedisDown") {
+            guard let parsed = HostScheduler.Limit.RedisDownMode(rawValue: mode) else {
+                throw RPCError.invalidParams(field: "onRedisDown", "expected \"local\" or \"wait\"")
+            }
+            limit.onRedisDown = parsed
+        }
+        if let share = try reader.number("localShare", in: 0.000001...1) {
+            limit.localShare = share
         }
         try reader.finish()
         return (host, limit)

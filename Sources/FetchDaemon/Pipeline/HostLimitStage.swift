@@ -7,11 +7,14 @@ import FoundationEssentials
 /// pauses the host for everyone, whether or not this job tries again.
 final class HostLimitStage: Stage {
     let admission: HostAdmission
+    /// Hosts whose limit is `shared` are admitted here, through Redis (`--redis`).
+    let shared: SharedAdmission?
     let log: Logger
     let metrics: Metrics
 
-    init(admission: HostAdmission, log: Logger, metrics: Metrics) {
+    init(admission: HostAdmission, shared: SharedAdmission?, log: Logger, metrics: Metrics) {
         self.admission = admission
+        self.shared = shared
         self.log = log
         self.metrics = metrics
     }
@@ -19,6 +22,9 @@ final class HostLimitStage: Stage {
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         let ticket = Self.ticket(attempt, job)
         job.pipeline.queuedMs = 0
+        if let shared, case let limit = admission.limit(for: ticket.host), limit.shared {
+            return sharedHold(ticket, limit: limit, shared: shared, job: job)
+        }
         if admission.startNow(ticket) { return .proceed }
         // Only a job's first attempt can be refused for a full queue.
         let accepted = attempt.number > 1
@@ -40,14 +46,39 @@ final class HostLimitStage: Stage {
             cancel: { [admission] error in admission.cancel(ticket, error: error) }))
     }
 
+    /// A shared host's request always waits for its round trip to Redis (on the link's
+    /// thread, not this one).
+    private func sharedHold(_ ticket: HostScheduler.Ticket, limit: HostScheduler.Limit, shared: SharedAdmission,
+                            job: Job) -> Preparation {
+        let queued = ContinuousClock.now
+        return .hold(Hold(
+            start: { release in
+                shared.enqueue(ticket, limit: limit, admitted: { result in
+                    job.pipeline.queuedMs = Self.milliseconds(since: queued)
+                    release(result)
+                })
+            },
+            cancel: { error in shared.cancel(ticket, error: error) }))
+    }
+
+    static func milliseconds(since start: ContinuousClock.Instant) -> Double {
+        let waited = (ContinuousClock.now - start).components
+        return Double(waited.seconds) * 1000 + Double(waited.attoseconds / 10_000_000_000_000) / 100
+    }
+
     func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) {
         let host = Self.host(attempt, job)
-        admission.finished(host)
+        let sharedHost = shared?.finished(Self.ticket(attempt, job)) ?? false
+        if !sharedHost { admission.finished(host) }
         guard case .success(let answer) = outcome, RetryPolicy.retryAfterStatuses.contains(answer.status),
               let retryAfter = answer.headers.last(named: "Retry-After"),
               let seconds = RetryAfter.seconds(from: retryAfter, now: Date()), seconds > 0 else { return }
         let pause = min(seconds, job.spec.retryPolicy.maxInterval)
-        admission.pause(host, seconds: pause)
+        if let shared, sharedHost || admission.limit(for: host).shared {
+            shared.pause(host, seconds: pause)
+        } else {
+            admission.pause(host, seconds: pause)
+        }
         metrics.count(.retryAfterPauses)
         log.info("pausing \(host) for \(pause) s: status \(answer.status) with Retry-After")
     }

@@ -13,14 +13,14 @@ enum Pipeline {
     /// slot); the host's limits admit the attempt (and honour Retry-After); the retry policy
     /// judges the outcome; the request's maxTime (after the host's wait, so each attempt's
     /// timeouts are cut to what is left) ends the job at its deadline.
-    static func common(admission: HostAdmission, credentials: CredentialStore, log: Logger, stubs: StubStore,
-                       timers: DispatchQueue, metrics: Metrics, cache: HTTPCache? = nil) -> [any Stage] {
+    static func common(admission: HostAdmission, shared: SharedAdmission?, credentials: CredentialStore, log: Logger,
+                       stubs: StubStore, timers: DispatchQueue, metrics: Metrics, cache: HTTPCache? = nil) -> [any Stage] {
         [
             CookieStage(),
             StubStage(stubs: stubs, timers: timers),
             CredentialStage(store: credentials),
             CacheStage(cache: cache),
-            HostLimitStage(admission: admission, log: log, metrics: metrics),
+            HostLimitStage(admission: admission, shared: shared, log: log, metrics: metrics),
             DeadlineStage(),
             RetryStage(),
             MetricsStage(metrics: metrics),

@@ -12,12 +12,20 @@ enum SettingsFields {
         ]
     }
 
-    static func rateLimit(host: String, limit: HostScheduler.Limit) -> JSONValue {
-        [
+    /// `redis`: the daemon runs with `--redis`, and the entry says how it is shared (without
+    /// it the version 1 shape is kept: nothing can be shared).
+    static func rateLimit(host: String, limit: HostScheduler.Limit, redis: Bool) -> JSONValue {
+        var entry: JSONObject = [
             "host": .string(host),
             "maxConcurrent": limit.maxConcurrent.map { JSONValue($0) } ?? .null,
             "requestsPerSecond": limit.requestsPerSecond.map(JSONValue.double) ?? .null,
             "burst": JSONValue(limit.burst),
         ]
+        if redis {
+            entry["shared"] = .bool(limit.shared)
+            entry["onRedisDown"] = .string(limit.onRedisDown.rawValue)
+            entry["localShare"] = .double(limit.localShare)
+        }
+        return .object(entry)
     }
 }
