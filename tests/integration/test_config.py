@@ -130,7 +130,7 @@ class TestLoad(ConfigCase):
         self.refused({"maxPerHost": -1}, "maxPerHost: --max-per-host takes a whole number >= 0")
         self.refused({"offline": "yes"}, "offline: expected true or false")
         self.refused({"allowDir": "/tmp"}, "allowDir: expected an array")
-        self.refused({"redis": "http://x"}, "redis: expected a URL")
+        self.refused({"redis": "http://x"}, "redis: --redis takes redis://")
         self.refused([1, 2], "expected a JSON object")
 
     def test_auth_in_a_file_others_can_read_is_refused(self):

@@ -174,10 +174,7 @@ public enum ConfigFile {
             }
             sections.cache = value
         case "redis":
-            // Shared limits through Redis are another issue's: the URL is checked for shape and kept.
-            guard case .string(let url) = value, url.hasPrefix("redis://") || url.hasPrefix("unix:///") else {
-                throw Invalid(description: "redis: expected a URL, redis://host:port/db or unix:///path")
-            }
+            // Never reached: `redis` is the --redis row of DaemonOptions.table, read above.
             sections.redis = value
         default:
             throw Invalid(description: "\(key): unknown key")
