@@ -41,8 +41,10 @@ def totals(prefix):
 def run(binary, load, url, n, tmp, tag):
     sock = os.path.join(tmp, f"cg-{tag}-{n}.sock")
     prefix = os.path.join(tmp, f"cg-{tag}-{n}.out")
+    # A binary with an HTTP cache (on by default) runs without it: every GET reaches nginx.
+    no_cache = ["--no-cache"] if b"--no-cache" in subprocess.run([binary, "--help"], capture_output=True).stdout else []
     proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--separate-threads=yes",
-                             f"--callgrind-out-file={prefix}", binary, "--socket", sock, "--max-per-host", "0"],
+                             f"--callgrind-out-file={prefix}", binary, "--socket", sock, "--max-per-host", "0"] + no_cache,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -246,6 +246,8 @@ class Bench:
         self.raw = {}      # key -> list of per-round dicts
         # No per-host cap (the default is 10), so the c=64 rounds are not throttled.
         self.fetchd_args = ["--max-per-host", "0"]
+        # Set in main() for a binary that has an HTTP cache (on by default): --no-cache, so every
+        # request reaches nginx as the other tools' do.
 
     # -- setup
     def compile(self):
@@ -1022,6 +1024,8 @@ def main():
         # A private copy, so a rebuild during the run cannot swap the binary under us.
         b.fetchd_bin = os.path.join(b.tmp, "fetchd")
         shutil.copy2(src, b.fetchd_bin)
+        if b"--no-cache" in subprocess.run([b.fetchd_bin, "--help"], capture_output=True, timeout=20).stdout:
+            b.fetchd_args.append("--no-cache")
         b.compile()
         b.start_nginx()
         b.start_arrivals()

@@ -336,6 +336,11 @@ class Daemon:
         cmd = [self.bin]
         if self.pass_socket:
             cmd += ["--socket", self.socket_path]
+        # fetchd keeps an HTTP cache by default; tests see the network unless they ask for a
+        # cache (--cache-dir, --cache-max-bytes: the default directory) or configure one (--config).
+        if not any(a in ("--cache-dir", "--cache-max-bytes", "--no-cache", "--config") or a.startswith(("--cache-dir=", "--config="))
+                   for a in self.args):
+            cmd.append("--no-cache")
         return cmd + self.args
 
     def start(self, timeout=20.0):

@@ -11,7 +11,20 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def private_cache_home():
+    """fetchd keeps an HTTP cache in $XDG_CACHE_HOME/fetchd by default: every daemon the tests
+    start (the harness passes --no-cache unless a test asks for a cache) keeps it in a
+    directory of this run, never in the user's ~/.cache."""
+    import atexit
+    import shutil
+    import tempfile
+    home = tempfile.mkdtemp(prefix="fetchd-test-cache-home-")
+    os.environ["XDG_CACHE_HOME"] = home
+    atexit.register(shutil.rmtree, home, True)
+
+
 def main():
+    private_cache_home()
     ap = argparse.ArgumentParser()
     ap.add_argument("-k", action="append", default=[], metavar="PATTERN",
                     help="only tests whose name contains PATTERN (unittest -k semantics)")

@@ -759,3 +759,46 @@ class TestOnDisk(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestDefaultDirectory(unittest.TestCase):
+    """The contract's default: a daemon given no --cache-dir keeps its cache in
+    $XDG_CACHE_HOME/fetchd (else ~/.cache/fetchd); one that cannot use that place runs
+    without a cache and says so; --no-cache turns it off."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="fetchd-cache-home-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def test_xdg_cache_home(self):
+        # --cache-max-bytes alone: the harness then leaves the default directory on.
+        with Daemon("--cache-max-bytes", "10M", env={"XDG_CACHE_HOME": self.tmp}) as d:
+            c = d.client()
+            k = key("default-dir")
+            first, second = (c.call("fetch", {"url": origin(k, cc="max-age=60")}) for _ in range(2))
+            self.assertEqual((first["cache"], second["cache"]), ("miss", "hit"))
+            self.assertEqual(origin_count(k), 1)
+            self.assertEqual(c.call("getCacheStats")["directory"], os.path.join(self.tmp, "fetchd"))
+        self.assertEqual(os.stat(os.path.join(self.tmp, "fetchd")).st_mode & 0o777, 0o700)
+
+    def test_home_when_no_xdg(self):
+        env = {"HOME": self.tmp, "XDG_CACHE_HOME": ""}
+        with Daemon("--cache-max-bytes", "10M", env=env) as d:
+            self.assertEqual(d.client().call("getCacheStats")["directory"], os.path.join(self.tmp, ".cache", "fetchd"))
+
+    def test_unusable_default_runs_without_a_cache(self):
+        blocker = os.path.join(self.tmp, "file")
+        open(blocker, "w").close()
+        with Daemon("--cache-max-bytes", "10M", env={"XDG_CACHE_HOME": blocker}) as d:
+            c = d.client()
+            self.assertEqual(c.call("ping"), "pong")
+            with self.assertRaises(RPCError) as e:
+                c.call("getCacheStats")
+            self.assertEqual(e.exception.code, -32004)
+            self.assertIn("no HTTP cache", wait_for(lambda: d.stderr_text() if "no HTTP cache" in d.stderr_text() else None))
+
+    def test_no_cache_turns_it_off(self):
+        with Daemon("--no-cache", env={"XDG_CACHE_HOME": self.tmp}) as d:
+            r = d.client().call("fetch", {"url": origin(key("nocache"), cc="max-age=60")})
+            self.assertNotIn("cache", r)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "fetchd")))

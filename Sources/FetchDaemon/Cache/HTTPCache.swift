@@ -48,24 +48,31 @@ final class HTTPCache: Sendable {
     }
 
     /// The daemon's cache, or nil without --cache-dir (or with --no-cache).
-    static func open(options: DaemonOptions, blocking: WorkerThreads, engine: HTTPEngine, log: Logger,
-                     httpLog: HTTPLog) throws -> HTTPCache? {
-        guard let directory = options.cacheDirectoryInUse else { return nil }
-        // mkdir -p of what is above it, 0700 as XDG asks of ~/.cache.
-        var prefix = ""
-        for part in PathText.directory(of: directory).split(separator: "/") {
-            prefix += "/" + part
-            mkdir(prefix, 0o700)
-        }
-        try SocketPath.preparePrivateDirectory(directory, uid: getuid(), what: "cache directory",
-                                               fix: "remove it, or choose another directory with --cache-dir")
+    static func open(options: DaemonOptions, environment: [String: String], blocking: WorkerThreads, engine: HTTPEngine,
+                     log: Logger, httpLog: HTTPLog) throws -> HTTPCache? {
+        guard let (directory, isDefault) = options.cacheDirectory(environment: environment) else { return nil }
         do {
-            let store = try CacheStore(directory: directory, maxBytes: options.cacheMaxBytes)
+            // mkdir -p of what is above it, 0700 as XDG asks of ~/.cache.
+            var prefix = ""
+            for part in PathText.directory(of: directory).split(separator: "/") {
+                prefix += "/" + part
+                mkdir(prefix, 0o700)
+            }
+            try SocketPath.preparePrivateDirectory(directory, uid: getuid(), what: "cache directory",
+                                                   fix: "remove it, or choose another directory with --cache-dir")
+            let store: CacheStore
+            do {
+                store = try CacheStore(directory: directory, maxBytes: options.cacheMaxBytes)
+            } catch {
+                throw StartupError("cannot open the HTTP cache in \(directory): \(error)")
+            }
             let counts = store.counts
             log.info("HTTP cache in \(directory): \(counts.entries) response(s), \(counts.bytes) bytes")
             return HTTPCache(store: store, blocking: blocking, engine: engine, log: log, httpLog: httpLog)
-        } catch {
-            throw StartupError("cannot open the HTTP cache in \(directory): \(error)")
+        } catch where isDefault {
+            // The default place (nobody asked for it) not usable: run without a cache, and say so.
+            log.warning("no HTTP cache: \(error) (--cache-dir DIR to choose one, --no-cache to say none)")
+            return nil
         }
     }
 

@@ -194,8 +194,8 @@ public struct DaemonOptions: Sendable, Equatable {
             }
             o.metricsListen = address
         },
-        Option("--cache-dir", "DIR", key: "", field: \.cacheDirectory, default: "none",
-               "keep an HTTP cache (RFC 9111, private) for every client in DIR, made 0700 (--config: cache.dir)") { o, v throws(UsageError) in
+        Option("--cache-dir", "DIR", key: "", field: \.cacheDirectory, default: "$XDG_CACHE_HOME/fetchd, else ~/.cache/fetchd",
+               "the HTTP cache (RFC 9111, private) for every client, in DIR, made 0700 (--config: cache.dir)") { o, v throws(UsageError) in
             o.cacheDirectory = try absolutePath(v, option: "--cache-dir")
         },
         Option("--cache-max-bytes", "N", key: "", field: \.cacheMaxBytes, default: "1073741824", bounds: ">= 0; suffixes K, M, G",
@@ -298,8 +298,16 @@ public struct DaemonOptions: Sendable, Equatable {
         return home + "/.local/state/fetchd"
     }
 
-    /// The cache's directory, or nil for none (`--no-cache` wins wherever it is).
-    public var cacheDirectoryInUse: String? { cacheDisabled ? nil : cacheDirectory }
+    /// The cache's directory, or nil for none (`--no-cache` wins wherever it is): `--cache-dir`
+    /// (or the config's cache.dir), else `$XDG_CACHE_HOME/fetchd`, else `~/.cache/fetchd`, as
+    /// the contract has it. `isDefault`: no directory was given.
+    public func cacheDirectory(environment: [String: String]) -> (path: String, isDefault: Bool)? {
+        if cacheDisabled { return nil }
+        if let cacheDirectory { return (cacheDirectory, false) }
+        if let cache = environment["XDG_CACHE_HOME"], cache.hasPrefix("/") { return (cache + "/fetchd", true) }
+        guard let home = environment["HOME"], home.hasPrefix("/") else { return nil }
+        return (home + "/.cache/fetchd", true)
+    }
 
     /// A byte count: digits with an optional K, M or G (powers of 1024).
     static func byteCount(_ text: String, option: String) throws(UsageError) -> Int64 {
