@@ -955,6 +955,8 @@ def print_table(s, g, meta):
 
 
 def print_rows(head, rows):
+    # A row with fewer cells than the head leaves the last ones empty.
+    rows = [tuple(r) + ("",) * (len(head) - len(r)) for r in rows]
     w = [max(len(str(r[i])) for r in [head] + rows) for i in range(len(head))]
     line = lambda r: "  ".join(str(v).ljust(w[i]) for i, v in enumerate(r)).rstrip()
     print(line(head))
@@ -1107,8 +1109,6 @@ def main():
 
         s = summarize(b)
         g = goals(s)
-        print()
-        print_table(s, g, meta)
         os.makedirs(args.results, exist_ok=True)
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         suffix = ("-quick" if args.quick else "") + (f"-{args.only}" if args.only else "")
@@ -1117,6 +1117,8 @@ def main():
         with open(path + ".tmp", "w") as f:
             json.dump({"meta": meta, "summary": s, "goals": g, "raw": raw}, f, indent=1)
         os.replace(path + ".tmp", path)
+        print()
+        print_table(s, g, meta)
         print(f"\nresults: {os.path.relpath(path, os.getcwd())}")
         return 0
     finally:
