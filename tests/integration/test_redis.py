@@ -330,3 +330,34 @@ class TestRedisDown(RedisCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestSharedFromConfigFile(RedisCase):
+    """A --config file's rateLimits may make a limit shared when the daemon runs with --redis
+    (and are refused, naming the entry, without it)."""
+
+    def write_config(self):
+        import tempfile
+        tmp = tempfile.mkdtemp(prefix="fetchd-redis-config-")
+        self.addCleanup(__import__("shutil").rmtree, tmp, True)
+        path = os.path.join(tmp, "fetchd.json")
+        with open(path, "w") as f:
+            json.dump({"rateLimits": [{"host": "127.0.0.1", "requestsPerSecond": 5, "shared": True}]}, f)
+        return path
+
+    def test_shared_limit_from_the_file(self):
+        path = self.write_config()
+        self.daemons.append(Daemon("--redis", self.redis.url, "--config", path).start())
+        e = self.entry(self.daemons[0])
+        self.assertTrue(e["shared"], e)
+        self.assertEqual(e["requestsPerSecond"], 5)
+
+    def test_refused_without_redis(self):
+        from harness import run_fetchd
+        import tempfile
+        path = self.write_config()
+        with tempfile.TemporaryDirectory() as tmp:
+            r = run_fetchd("--socket", os.path.join(tmp, "s"), "--config", path)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(b"rateLimits[0].shared", r.stderr)
+        self.assertIn(b"--redis", r.stderr)

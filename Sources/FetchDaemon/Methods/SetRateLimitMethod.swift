@@ -45,13 +45,13 @@ struct SetRateLimitMethod: InlineRPCMethod {
         }
         if let isShared = try reader.bool("shared") {
             guard !isShared || redis else {
-                throw RPCError.invalidParams(field: "shared", "a shared limit needs fetchd --redis URL")
+                throw RPCError.invalidParams(field: reader.field("shared"), "a shared limit needs fetchd --redis URL")
             }
             limit.shared = isShared
         }
         if let mode = try reader.string("onRedisDown") {
             guard let parsed = HostScheduler.Limit.RedisDownMode(rawValue: mode) else {
-                throw RPCError.invalidParams(field: "onRedisDown", "expected \"local\" or \"wait\"")
+                throw RPCError.invalidParams(field: reader.field("onRedisDown"), "expected \"local\" or \"wait\"")
             }
             limit.onRedisDown = parsed
         }
