@@ -115,8 +115,7 @@ public final class Daemon: Sendable {
         let metricsSources = MetricsSources(
             metrics: metrics, engine: engine, admission: admission, jobs: jobs, stubs: stubs,
             connections: { serverBox.server?.connectionCount ?? 0 },
-            // More families: the HTTP cache's counters are added here when the cache lands.
-            more: [])
+            more: cache.map { cache in [{ cache.metricFamilies() }] } ?? [])
         let metricsLog = log
         metricsListener = try options.metricsListen.map { address in
             try MetricsListener(address, log: metricsLog) { MetricsReport.prometheusText(metricsSources.families()) }

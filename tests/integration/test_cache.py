@@ -802,3 +802,30 @@ class TestDefaultDirectory(unittest.TestCase):
             r = d.client().call("fetch", {"url": origin(key("nocache"), cc="max-age=60")})
             self.assertNotIn("cache", r)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "fetchd")))
+
+
+class TestCacheMetrics(CacheCase):
+    """getMetrics carries the cache's counts (issue 22: "cache counters as those land")."""
+
+    def test_hits_and_misses_in_the_metrics(self):
+        import re
+        k = key("metrics")
+        first, second = self.twice(origin(k, cc="max-age=60"))
+        self.assertEqual((first["cache"], second["cache"]), ("miss", "hit"))
+        text = self.c.call("getMetrics", {"format": "prometheus"})["text"]
+        stats = self.c.call("getCacheStats")
+
+        def sample(name, labels=""):
+            m = re.search(rf"^{name}{re.escape(labels)} (\S+)$", text, re.M)
+            self.assertIsNotNone(m, f"{name}{labels} not in the metrics")
+            return float(m.group(1))
+        self.assertEqual(sample("fetchd_cache_requests_total", '{outcome="hit"}'), stats["hits"])
+        self.assertEqual(sample("fetchd_cache_requests_total", '{outcome="miss"}'), stats["misses"])
+        self.assertGreaterEqual(stats["hits"], 1)
+        self.assertEqual(sample("fetchd_cache_entries"), stats["entries"])
+        self.assertEqual(sample("fetchd_cache_bytes"), stats["bytes"])
+
+    def test_no_cache_no_cache_families(self):
+        with Daemon("--no-cache") as d:
+            text = d.client().call("getMetrics", {"format": "prometheus"})["text"]
+        self.assertNotIn("fetchd_cache_", text)
