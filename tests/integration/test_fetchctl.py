@@ -723,6 +723,9 @@ class TestFetchctlCurlTable(FetchctlCase):
         (["-s", "--cacert", "{ca}", "--http1.1", "{tls}/proto"], "out"),
         (["-s", "-r", "0-9", "{n}/small.txt"], "out"),
         (["-s", "--max-redirs", "1", "-L", "{t}/redirect/3"], "out quiet"),
+        # curl's default: without -L the redirect itself is the answer.
+        (["-s", "-w", "[%{http_code} %{num_redirects}]", "{t}/redirect/1"], "out"),
+        (["-s", "-o", "/dev/null", "-w", "%{http_code}", "{t}/redirect-to?url=/status/201"], "out"),
         (["-s", "-m", "1", "{t}/slow-headers?ms=3000"], "out quiet"),
         # (curl writes the body of every attempt, fetchctl only the last answer's; curl 7.88
         # cannot retry into -o /dev/null, exit 23: -o FILE here)
