@@ -257,7 +257,9 @@ class TestStale(CacheCase):
         k = key("swr")
         url = origin(k, cc="max-age=1, stale-while-revalidate=600", age="5", etag="E",
                      **{"304-cc": "max-age=600"})
+        before = self.c.call("getCacheStats")["entries"]
         self.get(url)
+        wait_for(lambda: self.c.call("getCacheStats")["entries"] > before, message="the answer stored")
         second = self.get(url)
         self.assertEqual(second["cache"], "stale", second)
         self.assertEqual(second["status"], 200)
@@ -350,10 +352,18 @@ class TestModes(CacheCase):
         hit = self.get(url)
         self.assertEqual((hit["cache"], hit["body"]), ("hit", f"{k} v2"))
 
+    def stored_after(self, url):
+        """Fetches url and waits until its answer is in the store (it is written after the
+        answer; a request in a mode that never waits, as no-cache, could come first)."""
+        before = self.c.call("getCacheStats")["entries"]
+        first = self.get(url)
+        wait_for(lambda: self.c.call("getCacheStats")["entries"] > before, message="the answer stored")
+        return first
+
     def test_no_cache_mode_validates_a_fresh_entry(self):
         k = key("mnocache")
         url = origin(k, cc="max-age=60", etag="E")
-        self.get(url)
+        self.stored_after(url)
         r = self.get(url, cache="no-cache")
         self.assertEqual(r["cache"], "revalidated", r)
         req = origin_log(k)["requests"][1]
