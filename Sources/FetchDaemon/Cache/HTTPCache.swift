@@ -190,6 +190,13 @@ final class HTTPCache: Sendable {
     /// updates (304) or replaces (200) the entry. At most one per entry at a time.
     func revalidateInBackground(_ entry: CacheStore.Entry, request: HTTPRequest, varyKey: String) {
         guard revalidating.withLock({ $0.insert(entry.id).inserted }) else { return }
+        // The entry may have been read before another revalidation updated it and left: the
+        // store then holds the newer answer, and this one is not asked again.
+        if let current = store.variants(url: entry.url, partition: entry.partition).first(where: { $0.id == entry.id }),
+           current.stored != entry.stored {
+            _ = revalidating.withLock { $0.remove(entry.id) }
+            return
+        }
         var conditional = request
         conditional.headers.removeAll { h in CacheRules.conditionalFields.contains { h.name.caseInsensitiveEquals($0) } }
         conditional.headers += CacheRules.conditionalHeaders(for: entry.stored)
