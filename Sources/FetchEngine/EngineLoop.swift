@@ -16,6 +16,8 @@ final class EngineLoop: @unchecked Sendable {
         case watch(Int32, @Sendable () -> Void)
         /// Unpauses a transfer its write callback paused.
         case unpause(UInt64)
+        /// A finished download's blocks are all written (`lateFailure`: why one was not).
+        case written(Transfer, Result<HTTPResponse, TransferError>, lateFailure: TransferError?)
     }
 
     private let settings: EngineSettings
@@ -41,6 +43,8 @@ final class EngineLoop: @unchecked Sendable {
     private var active: [UInt64: Transfer] = [:]
     private var handlePool: [UnsafeMutableRawPointer] = []
     private var stopping = false
+    /// Finished downloads whose completion waits for their queued writes.
+    private var writing = 0
     private let jars = CookieJars()
     private let turns = FairTurns()
 
@@ -68,9 +72,9 @@ final class EngineLoop: @unchecked Sendable {
     func run() {
         engineThread.store(pthread_self(), ordering: .relaxed)
         var running: Int32 = 0
-        while !stopping || !active.isEmpty {
+        while !stopping || !active.isEmpty || writing > 0 {
             drainCommands()
-            if stopping && active.isEmpty { break }
+            if stopping && active.isEmpty && writing == 0 { break }
             // The transfers that used up the last turn's share go on in this one.
             for id in turns.nextTurn() {
                 if let easy = active[id]?.easy { fetchd_easy_unpause(easy) }
@@ -139,6 +143,13 @@ final class EngineLoop: @unchecked Sendable {
             case .unpause(let id):
                 // Gone already (cancelled, timed out): nothing to do.
                 if let easy = active[id]?.easy { fetchd_easy_unpause(easy) }
+            case .written(let transfer, let result, let lateFailure):
+                writing -= 1
+                if case .success = result, let lateFailure {
+                    complete(transfer, .failure(lateFailure))
+                } else {
+                    complete(transfer, result)
+                }
             }
         }
     }
@@ -230,10 +241,26 @@ final class EngineLoop: @unchecked Sendable {
             error.timings = transfer.timings()
             result = .failure(error)
         }
-        transfer.finish(result)
-        // After the completion: an answer made there is queued by now, and one made elsewhere
-        // is counted by the daemon until it is (BodyBudget.answerPending).
-        transfer.request.bodyBudget?.transferEnded(transfer.id, holding: transfer.budgetHeld)
+        if let sink = transfer.downloadSink {
+            // The download's blocks are written on its queue: its completion (and the next
+            // attempt, which reads the part file's size) waits until they all are. A write
+            // that fails there fails the transfer, as one on this thread did.
+            let path = sink.target.partPath
+            let (hops, timings) = if case .success = result { (transfer.recorder?.hops ?? [], transfer.timings()) }
+                                  else { ([ExchangeHop](), TransferTimings()) }
+            writing += 1
+            sink.whenWritten { [self, result] failure in
+                let late = failure.map { detail in
+                    var error = TransferError(.other, detail, filePath: path)
+                    error.exchange = hops
+                    error.timings = timings
+                    return error
+                }
+                submit(.written(transfer, result, lateFailure: late))
+            }
+        } else {
+            complete(transfer, result)
+        }
         transfer.easy = nil
         if handlePool.count < settings.handlePoolSize {
             curl_easy_reset(easy)
@@ -241,6 +268,13 @@ final class EngineLoop: @unchecked Sendable {
         } else {
             curl_easy_cleanup(easy)
         }
+    }
+
+    private func complete(_ transfer: Transfer, _ result: Result<HTTPResponse, TransferError>) {
+        transfer.finish(result)
+        // After the completion: an answer made there is queued by now, and one made elsewhere
+        // is counted by the daemon until it is (BodyBudget.answerPending).
+        transfer.request.bodyBudget?.transferEnded(transfer.id, holding: transfer.budgetHeld)
     }
 }
 

@@ -4,8 +4,9 @@ import Glibc
 import XCTest
 
 /// How a download's body reaches its part file: libcurl's pieces (16 KiB at most) are
-/// gathered into blocks, written when a read ends (a shorter piece), when a block is full,
-/// and at the end of the attempt; a write that fails, at any of those moments, is reported.
+/// gathered into blocks, handed to the download's queue (which writes them) when a read ends
+/// (a shorter piece), when a block is full, and at the end of the attempt; a write that
+/// fails, at any of those moments, is reported.
 final class DownloadSinkTests: XCTestCase {
     private var dir = ""
     private let fullPiece = [UInt8](repeating: 7, count: DownloadSink.largestPiece)
@@ -46,6 +47,18 @@ final class DownloadSinkTests: XCTestCase {
         taken(sink, bytes) == .all
     }
 
+    /// Waits for the sink's queue to write what it was handed; why a write failed, if one did.
+    private func drained(_ sink: DownloadSink) -> String? {
+        let done = DispatchSemaphore(value: 0)
+        let failure = Locked<String?>(nil)
+        sink.whenWritten { reason in
+            failure.withLock { $0 = reason }
+            done.signal()
+        }
+        done.wait()
+        return failure.withLock { $0 }
+    }
+
     private func size(_ path: String) -> Int {
         var info = stat()
         return stat(path, &info) == 0 ? Int(info.st_size) : -1
@@ -56,8 +69,10 @@ final class DownloadSinkTests: XCTestCase {
         let sink = try sink(path)
         XCTAssertTrue(write(sink, fullPiece))
         XCTAssertTrue(write(sink, fullPiece))
+        XCTAssertNil(drained(sink))
         XCTAssertEqual(size(path), 0, "full pieces are gathered, not written one by one")
         XCTAssertTrue(write(sink, [1, 2, 3]))
+        XCTAssertNil(drained(sink))
         XCTAssertEqual(size(path), 2 * fullPiece.count + 3, "a shorter piece ends the read: all of it is written")
     }
 
@@ -66,10 +81,13 @@ final class DownloadSinkTests: XCTestCase {
         let sink = try sink(path)
         let perBlock = DownloadSink.blockBytes / fullPiece.count
         for _ in 0..<perBlock - 1 { XCTAssertTrue(write(sink, fullPiece)) }
+        XCTAssertNil(drained(sink))
         XCTAssertEqual(size(path), 0)
         XCTAssertTrue(write(sink, fullPiece))
+        XCTAssertNil(drained(sink))
         XCTAssertEqual(size(path), DownloadSink.blockBytes)
         XCTAssertTrue(write(sink, fullPiece))
+        XCTAssertNil(drained(sink))
         XCTAssertEqual(size(path), DownloadSink.blockBytes, "the next block is gathered again")
     }
 
@@ -84,6 +102,7 @@ final class DownloadSinkTests: XCTestCase {
         }
         let outcome = sink.finish(status: 200, headers: [])
         XCTAssertNil(sink.failure)
+        XCTAssertNil(drained(sink))
         XCTAssertEqual(outcome.fileBytes, Int64(all.count))
         XCTAssertEqual(size(path), all.count)
         var expected = SHA256()
@@ -96,15 +115,18 @@ final class DownloadSinkTests: XCTestCase {
         XCTAssertTrue(write(sink, fullPiece), "gathered: nothing is written yet")
         XCTAssertNil(sink.failure)
         _ = sink.finish(status: 200, headers: [])
-        guard case .writing(let detail)? = sink.failure else { return XCTFail("\(String(describing: sink.failure))") }
+        XCTAssertNil(sink.failure, "the last block is written on the queue")
+        let detail = drained(sink) ?? "no failure"
         XCTAssertTrue(detail.contains("No space left on device"), detail)
     }
 
     func testAWriteThatFailsMidBodyStopsTheTransfer() throws {
         let sink = try sink("/dev/full")
-        XCTAssertFalse(write(sink, [1, 2, 3]), "the end of a read is written, and that write fails")
-        XCTAssertNotNil(sink.failure)
+        XCTAssertTrue(write(sink, [1, 2, 3]), "the end of a read is handed to the queue")
+        XCTAssertNotNil(drained(sink), "where the write fails")
         XCTAssertFalse(write(sink, fullPiece), "nothing more is taken after a failed write")
+        guard case .writing(let detail)? = sink.failure else { return XCTFail("\(String(describing: sink.failure))") }
+        XCTAssertTrue(detail.contains("No space left on device"), detail)
     }
 
     func testTheTransferPausesWhileTheHashIsBehindAndResumesOnce() throws {
@@ -129,9 +151,10 @@ final class DownloadSinkTests: XCTestCase {
         let blocksBeforePause = BackgroundHasher.maxPendingBytes / DownloadSink.blockBytes + 1
         XCTAssertEqual(pieces, blocksBeforePause * (DownloadSink.blockBytes / fullPiece.count),
                        "it takes pieces until more than maxPendingBytes wait to be hashed, then pauses")
-        XCTAssertEqual(size(path), all.count, "what it took is in the file, hashed or not")
         queue.resume()
         wait(for: [resumed], timeout: 10)
+        XCTAssertNil(drained(sink))
+        XCTAssertEqual(size(path), all.count, "what it took is in the file")
         let piece = [UInt8](repeating: 1, count: 100)
         XCTAssertEqual(taken(sink, piece) { XCTFail("paused again") }, .all, "after the resume it takes pieces again")
         all += piece
@@ -152,6 +175,7 @@ final class DownloadSinkTests: XCTestCase {
         XCTAssertEqual(taken, .all)
         XCTAssertEqual(errorBody, [UInt8]("not found".utf8))
         XCTAssertTrue(sink.flush())
+        XCTAssertNil(drained(sink))
         XCTAssertEqual(size(path), 0)
     }
 }
