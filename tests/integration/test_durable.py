@@ -80,6 +80,24 @@ class TestGetJob(DaemonTestCase):
         self.assertEqual(got["error"]["code"], -32002, got)
         self.assertEqual(got["error"]["data"], {"jobId": cancelled, "by": "cancel"}, got)
 
+    def test_the_last_1000_ended_jobs_are_kept(self):
+        """One job ends, then 1,000 more: the first is forgotten, each of the 1,000 is kept."""
+        prefix = key("gj1000")
+        url = self.srv.test_url + "/status/200"
+        self.c.call("fetch", {"url": url, "jobId": prefix + "-first"})
+        ids = {send_request(self.c, "fetch", {"url": url, "jobId": f"{prefix}-{i}"}): i for i in range(1000)}
+        answered = {}
+        while len(answered) < len(ids):
+            m = self.c.recv(timeout=30)
+            if m.get("id") in ids:
+                answered[m["id"]] = m
+        self.assertEqual([a["result"]["status"] for a in answered.values()], [200] * 1000)
+        with self.assertRaises(RPCError) as caught:
+            self.get_job(prefix + "-first")
+        self.assertEqual(caught.exception.code, -32602, "the 1,001st ended job back is forgotten")
+        states = {self.get_job(f"{prefix}-{i}")["state"] for i in range(1000)}
+        self.assertEqual(states, {"finished"})
+
     def test_unknown_job(self):
         with self.assertRaises(RPCError) as caught:
             self.get_job("no-such-job-" + key())
@@ -257,13 +275,15 @@ class TestDurable(DurableCase):
         os.makedirs(self.state, mode=0o755)
         os.chmod(self.state, 0o755)
         d = self.daemon()
+        name = key("durnotsent")
         with d.client() as c:
             with self.assertRaises(RPCError) as caught:
-                c.call("download", {"url": self.srv.test_url + "/status/200", "durable": True,
+                c.call("download", {"url": f"{self.srv.test_url}/record/{name}", "durable": True,
                                     "path": os.path.join(self.out_dir, "x")})
         self.assertEqual(caught.exception.code, -32003)
         self.assertIn("has mode 0755", json.dumps(caught.exception.data))
         self.assertEqual(os.listdir(self.out_dir), [])
+        self.assertEqual(hits(name)["count"], 0, "a job that cannot be written down is never sent")
 
     def killed_with_a_job(self, prefix):
         """A daemon killed (-9) while one durable download was under way: its jobId."""
@@ -576,6 +596,53 @@ class TestDurable(DurableCase):
         self.assertFalse(result["resumed"], result)
         with open(out, "rb") as f:
             self.assertEqual(f.read(), data)
+
+    def test_validator_changed_starts_over(self):
+        """The file changed on the server while the daemon was dead (a new ETag, new bytes):
+        the If-Range of the resume gets the whole new file, which lands alone."""
+        size, cut = 150_000, 50_000
+        job, name = key("durnewtag"), key("durnewtaglog")
+        first = self.daemon()
+        c, out = self.start_stalled(first, job, name, size=size, cut=cut)
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        self.set_url(job, lambda url: url.replace("etag=v1", "etag=v2") + "&seed=5")
+        second = self.daemon()
+        with second.client() as c2:
+            result = c2.call("attach", {"jobId": job}, timeout=30)
+        data = testserver.det_bytes(size, seed=5)
+        self.assertEqual(result["sha256"], hashlib.sha256(data).hexdigest(), result)
+        self.assertFalse(result["resumed"], result)
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), data)
+        log = ranged_log(name)
+        self.assertEqual([(r["range"], r["ifRange"], r["status"]) for r in log[1:]],
+                         [(f"bytes={cut}-", '"v1"', 200)], log)
+
+    def test_other_upload_is_sent_again_after_kill_9(self):
+        """A multipart upload has nothing to resume from: after a restart it is sent whole again."""
+        name, job = key("durpost"), key("durpostjob")
+        src = os.path.join(self.out_dir, "form.bin")
+        with open(src, "wb") as f:
+            f.write(testserver.det_bytes(30_000))
+        first = self.daemon()
+        c = first.client()
+        params = {"url": f"{self.srv.test_url}/record/{name}?ms=1500", "files": [{"path": src}],
+                  "fields": {"a": "1"}, "jobId": job, "durable": True}
+        send_request(c, "upload", params)
+        wait_for(lambda: hits(name)["inFlight"] == 1, timeout=10, message="the upload never reached the server")
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait()
+        self.assertEqual(self.rows()[job]["method"], "upload")
+        second = self.daemon()
+        with second.client() as c2:
+            result = c2.call("attach", {"jobId": job}, timeout=30)
+            got = c2.call("getJob", {"jobId": job})
+        self.assertEqual(result["status"], 200, result)
+        self.assertGreater(result["sentBytes"], 30_000, result)
+        self.assertEqual(got["restarts"], 1, got)
+        self.assertEqual(hits(name)["count"], 2, "sent once by each daemon")
+        wait_for(lambda: job not in self.rows(), timeout=5, message="the job's row outlived the job")
 
     def test_resumed_jobs_wait_in_their_hosts_queue(self):
         hold, n = key("durq"), 8
