@@ -171,6 +171,18 @@ class DurableCase(unittest.TestCase):
     def store_path(self):
         return os.path.join(self.state, "jobs.db")
 
+    @staticmethod
+    def kill_9(d):
+        os.kill(d.pid, signal.SIGKILL)
+        d.proc.wait()
+
+    def attach_after_restart(self, job):
+        """A new daemon on the same state directory: the job's answer (attach) and then getJob."""
+        second = self.daemon()
+        with second.client() as c:
+            result = c.call("attach", {"jobId": job}, timeout=30)
+            return second, result, c.call("getJob", {"jobId": job})
+
     def rows(self):
         """The store's jobs, {jobId: {"method", "params", "restarts", "sessionUrl"}}, read-only
         (beside a running daemon: a WAL reader does not block it)."""
@@ -604,12 +616,9 @@ class TestDurable(DurableCase):
         job, name = key("durnewtag"), key("durnewtaglog")
         first = self.daemon()
         c, out = self.start_stalled(first, job, name, size=size, cut=cut)
-        os.kill(first.pid, signal.SIGKILL)
-        first.proc.wait()
+        self.kill_9(first)
         self.set_url(job, lambda url: url.replace("etag=v1", "etag=v2") + "&seed=5")
-        second = self.daemon()
-        with second.client() as c2:
-            result = c2.call("attach", {"jobId": job}, timeout=30)
+        _, result, _ = self.attach_after_restart(job)
         data = testserver.det_bytes(size, seed=5)
         self.assertEqual(result["sha256"], hashlib.sha256(data).hexdigest(), result)
         self.assertFalse(result["resumed"], result)
@@ -631,13 +640,9 @@ class TestDurable(DurableCase):
                   "fields": {"a": "1"}, "jobId": job, "durable": True}
         send_request(c, "upload", params)
         wait_for(lambda: hits(name)["inFlight"] == 1, timeout=10, message="the upload never reached the server")
-        os.kill(first.pid, signal.SIGKILL)
-        first.proc.wait()
+        self.kill_9(first)
         self.assertEqual(self.rows()[job]["method"], "upload")
-        second = self.daemon()
-        with second.client() as c2:
-            result = c2.call("attach", {"jobId": job}, timeout=30)
-            got = c2.call("getJob", {"jobId": job})
+        _, result, got = self.attach_after_restart(job)
         self.assertEqual(result["status"], 200, result)
         self.assertGreater(result["sentBytes"], 30_000, result)
         self.assertEqual(got["restarts"], 1, got)
@@ -710,14 +715,10 @@ class TestDurableRetries(DurableCase):
             # The write follows the failure on another thread (a fetchd without retry state: None).
             wait_for(lambda: self.stored_retry(job) in (None, (2, 2)), timeout=5,
                      message="the retry state was never written")
-        os.kill(first.pid, signal.SIGKILL)
-        first.proc.wait()
+        self.kill_9(first)
         self.assertEqual(hits(name)["count"], 2)
 
-        second = self.daemon()
-        with second.client() as c3:
-            result = c3.call("attach", {"jobId": job}, timeout=30)
-            got = c3.call("getJob", {"jobId": job})
+        _, result, got = self.attach_after_restart(job)
         # What the job would have answered without the restart: the last 503, after 5 attempts.
         self.assertEqual(result["status"], 503, result)
         self.assertEqual(result["attempts"], 5, result)
@@ -739,8 +740,7 @@ class TestDurableRetries(DurableCase):
                                            "jobId": job, "durable": True, "retry": {"maxAttempts": 5, "delay": 1}})
         wait_for(lambda: hits(name)["count"] == 4 and self.stored_retry(job) in (None, (4, 4)), timeout=15,
                  message="four attempts never failed")
-        os.kill(first.pid, signal.SIGKILL)
-        first.proc.wait()
+        self.kill_9(first)
         self.assertEqual(hits(name)["count"], 4, "the kill came in the wait after the fourth attempt")
         self.set_url(job, lambda _: "http://127.0.0.1:%d/" % closed_port())  # the host is gone now
         second = self.daemon()
@@ -765,8 +765,7 @@ class TestDurableRetries(DurableCase):
         if old_bin:
             first = self.daemon(bin=old_bin)
             self.start_stalled(first, job, name, size=size, cut=cut)
-            os.kill(first.pid, signal.SIGKILL)
-            first.proc.wait()
+            self.kill_9(first)
         else:
             os.makedirs(self.state, mode=0o700)
             os.chmod(self.state, 0o700)
@@ -785,10 +784,7 @@ class TestDurableRetries(DurableCase):
             os.chmod(self.store_path(), 0o600)
         with sqlite3.connect(self.store_path()) as db:
             self.assertEqual(db.execute("PRAGMA user_version").fetchone(), (1,))
-        second = self.daemon()
-        with second.client() as c:
-            result = c.call("attach", {"jobId": job}, timeout=30)
-            got = c.call("getJob", {"jobId": job})
+        second, result, got = self.attach_after_restart(job)
         self.assertEqual(result["sha256"], hashlib.sha256(testserver.det_bytes(size)).hexdigest(), result)
         self.assertEqual(got["restarts"], 1, got)
         self.assertEqual([n for n in os.listdir(self.state) if "corrupt" in n], [], "the store was moved aside")
