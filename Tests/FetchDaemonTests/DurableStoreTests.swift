@@ -61,6 +61,75 @@ final class DurableStoreTests: XCTestCase {
         XCTAssertEqual(DurableStore(directory: dir, log: Logger(minimum: .error)).unfinished().map(\.jobID), ["a"])
     }
 
+    func testRetryStateIsKeptAndNeverGoesBackOrMakesARow() throws {
+        let dir = temporaryDirectory() + "/state"
+        let store = DurableStore(directory: dir, log: Logger(minimum: .error))
+        var first = record("r")
+        first.started = 1_700_000_000.5
+        try store.save(first)
+        XCTAssertEqual(store.unfinished().first?.retry, DurableStore.Retry(), "a new job: no attempt used")
+        store.saveRetry(jobID: "r", DurableStore.Retry(attempts: 3, failures: 3, waited: 3.75, jitter: 0.25))
+        store.saveRetry(jobID: "r", DurableStore.Retry(attempts: 2, failures: 2, waited: 1.25, jitter: 0.25))  // late
+        store.saveRetry(jobID: "gone", DurableStore.Retry(attempts: 1, failures: 1))
+        try store.saveSession(jobID: "r", url: "http://h/session/2")
+        let again = DurableStore(directory: dir, log: Logger(minimum: .error))
+        let rows = again.unfinished()
+        XCTAssertEqual(rows.map(\.jobID), ["r"], "a job's retry state never makes a row")
+        XCTAssertEqual(rows.first?.retry, DurableStore.Retry(attempts: 3, failures: 3, waited: 3.75, jitter: 0.25))
+        XCTAssertEqual(rows.first?.started, 1_700_000_000.5)
+        XCTAssertEqual(rows.first?.sessionURL, "http://h/session/2")
+        // Resumed: saved again with the state it was resumed with.
+        var resumed = try XCTUnwrap(rows.first)
+        resumed = DurableStore.Record(jobID: "r", method: "download", params: resumed.params, restarts: 1,
+                                      sessionURL: resumed.sessionURL, retry: resumed.retry, started: resumed.started)
+        try again.save(resumed)
+        XCTAssertEqual(again.unfinished().first?.retry.failures, 3)
+        XCTAssertEqual(again.unfinished().first?.restarts, 1)
+    }
+
+    func testAStoreOfSchema1IsMigratedInPlace() throws {
+        let dir = temporaryDirectory()
+        let path = dir + "/" + DurableStore.databaseName
+        do {
+            // As the first schema's fetchd made it.
+            let db = try SQLiteDatabase(path: path)
+            try db.execute("""
+                CREATE TABLE jobs (job_id TEXT PRIMARY KEY NOT NULL, method TEXT NOT NULL, params TEXT NOT NULL,
+                    restarts INTEGER NOT NULL, session_url TEXT, created INTEGER NOT NULL, updated INTEGER NOT NULL);
+                PRAGMA user_version = 1;
+                """)
+            try db.query("INSERT INTO jobs VALUES ('old', 'upload', ?, 2, 'http://h/s', 1700000000, 1700000001)",
+                         [.text(#"{"url":"http://h/","jobId":"old"}"#)])
+        }
+        chmod(dir, 0o700)
+        let store = DurableStore(directory: dir, log: Logger(minimum: .error))
+        let rows = store.unfinished()
+        XCTAssertEqual(rows.map(\.jobID), ["old"])
+        XCTAssertEqual(rows.first?.restarts, 2)
+        XCTAssertEqual(rows.first?.sessionURL, "http://h/s")
+        XCTAssertEqual(rows.first?.retry, DurableStore.Retry(), "no retry state before schema 2: none used")
+        XCTAssertEqual(rows.first?.started, 1_700_000_000, "its first start: when it was written down")
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir)
+        XCTAssertEqual(names.filter { $0.contains("corrupt") }, [], "migrated, not moved aside")
+        store.saveRetry(jobID: "old", DurableStore.Retry(attempts: 1, failures: 1, waited: 1.5, jitter: 0.5))
+        let check = try SQLiteDatabase(path: path)
+        XCTAssertEqual(try check.query("PRAGMA user_version").first?.first, .integer(DurableStore.schemaVersion))
+        XCTAssertEqual(try check.query("SELECT failures, waited FROM jobs").first, [.integer(1), .real(1.5)])
+    }
+
+    func testAStoreOfANewerSchemaIsMovedAside() throws {
+        let dir = temporaryDirectory()
+        do {
+            let db = try SQLiteDatabase(path: dir + "/" + DurableStore.databaseName)
+            try db.execute("CREATE TABLE jobs (job_id TEXT); PRAGMA user_version = 99;")
+        }
+        chmod(dir, 0o700)
+        let store = DurableStore(directory: dir, log: Logger(minimum: .error))
+        XCTAssertEqual(store.unfinished().count, 0)
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir)
+        XCTAssertEqual(names.filter { $0.hasPrefix("jobs.db.corrupt-") }.count, 1, "\(names)")
+    }
+
     func testDamagedStoreIsMovedAsideAndReplaced() throws {
         let dir = temporaryDirectory()
         let store = DurableStore(directory: dir, log: Logger(minimum: .error))

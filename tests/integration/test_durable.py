@@ -14,7 +14,7 @@ import unittest
 import urllib.error
 import urllib.request
 
-from harness import REPO, Daemon, DaemonTestCase, RPCError, servers, wait_for
+from harness import REPO, Daemon, DaemonTestCase, RPCError, closed_port, servers, wait_for
 from jobhelpers import collect, hits, key, send_request
 from test_download import ranged_log
 import testserver
@@ -79,6 +79,24 @@ class TestGetJob(DaemonTestCase):
         self.assertEqual(got["state"], "cancelled", got)
         self.assertEqual(got["error"]["code"], -32002, got)
         self.assertEqual(got["error"]["data"], {"jobId": cancelled, "by": "cancel"}, got)
+
+    def test_the_last_1000_ended_jobs_are_kept(self):
+        """One job ends, then 1,000 more: the first is forgotten, each of the 1,000 is kept."""
+        prefix = key("gj1000")
+        url = self.srv.test_url + "/status/200"
+        self.c.call("fetch", {"url": url, "jobId": prefix + "-first"})
+        ids = {send_request(self.c, "fetch", {"url": url, "jobId": f"{prefix}-{i}"}): i for i in range(1000)}
+        answered = {}
+        while len(answered) < len(ids):
+            m = self.c.recv(timeout=30)
+            if m.get("id") in ids:
+                answered[m["id"]] = m
+        self.assertEqual([a["result"]["status"] for a in answered.values()], [200] * 1000)
+        with self.assertRaises(RPCError) as caught:
+            self.get_job(prefix + "-first")
+        self.assertEqual(caught.exception.code, -32602, "the 1,001st ended job back is forgotten")
+        states = {self.get_job(f"{prefix}-{i}")["state"] for i in range(1000)}
+        self.assertEqual(states, {"finished"})
 
     def test_unknown_job(self):
         with self.assertRaises(RPCError) as caught:
@@ -145,13 +163,25 @@ class DurableCase(unittest.TestCase):
         shutil.rmtree(self.base, ignore_errors=True)
         shutil.rmtree(self.out_dir, ignore_errors=True)
 
-    def daemon(self, *args):
-        d = Daemon("--state-dir", self.state, *args).start()
+    def daemon(self, *args, bin=None):
+        d = Daemon("--state-dir", self.state, *args, bin=bin).start()
         self.daemons.append(d)
         return d
 
     def store_path(self):
         return os.path.join(self.state, "jobs.db")
+
+    @staticmethod
+    def kill_9(d):
+        os.kill(d.pid, signal.SIGKILL)
+        d.proc.wait()
+
+    def attach_after_restart(self, job):
+        """A new daemon on the same state directory: the job's answer (attach) and then getJob."""
+        second = self.daemon()
+        with second.client() as c:
+            result = c.call("attach", {"jobId": job}, timeout=30)
+            return second, result, c.call("getJob", {"jobId": job})
 
     def rows(self):
         """The store's jobs, {jobId: {"method", "params", "restarts", "sessionUrl"}}, read-only
@@ -257,13 +287,15 @@ class TestDurable(DurableCase):
         os.makedirs(self.state, mode=0o755)
         os.chmod(self.state, 0o755)
         d = self.daemon()
+        name = key("durnotsent")
         with d.client() as c:
             with self.assertRaises(RPCError) as caught:
-                c.call("download", {"url": self.srv.test_url + "/status/200", "durable": True,
+                c.call("download", {"url": f"{self.srv.test_url}/record/{name}", "durable": True,
                                     "path": os.path.join(self.out_dir, "x")})
         self.assertEqual(caught.exception.code, -32003)
         self.assertIn("has mode 0755", json.dumps(caught.exception.data))
         self.assertEqual(os.listdir(self.out_dir), [])
+        self.assertEqual(hits(name)["count"], 0, "a job that cannot be written down is never sent")
 
     def killed_with_a_job(self, prefix):
         """A daemon killed (-9) while one durable download was under way: its jobId."""
@@ -577,6 +609,46 @@ class TestDurable(DurableCase):
         with open(out, "rb") as f:
             self.assertEqual(f.read(), data)
 
+    def test_validator_changed_starts_over(self):
+        """The file changed on the server while the daemon was dead (a new ETag, new bytes):
+        the If-Range of the resume gets the whole new file, which lands alone."""
+        size, cut = 150_000, 50_000
+        job, name = key("durnewtag"), key("durnewtaglog")
+        first = self.daemon()
+        c, out = self.start_stalled(first, job, name, size=size, cut=cut)
+        self.kill_9(first)
+        self.set_url(job, lambda url: url.replace("etag=v1", "etag=v2") + "&seed=5")
+        _, result, _ = self.attach_after_restart(job)
+        data = testserver.det_bytes(size, seed=5)
+        self.assertEqual(result["sha256"], hashlib.sha256(data).hexdigest(), result)
+        self.assertFalse(result["resumed"], result)
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), data)
+        log = ranged_log(name)
+        self.assertEqual([(r["range"], r["ifRange"], r["status"]) for r in log[1:]],
+                         [(f"bytes={cut}-", '"v1"', 200)], log)
+
+    def test_other_upload_is_sent_again_after_kill_9(self):
+        """A multipart upload has nothing to resume from: after a restart it is sent whole again."""
+        name, job = key("durpost"), key("durpostjob")
+        src = os.path.join(self.out_dir, "form.bin")
+        with open(src, "wb") as f:
+            f.write(testserver.det_bytes(30_000))
+        first = self.daemon()
+        c = first.client()
+        params = {"url": f"{self.srv.test_url}/record/{name}?ms=1500", "files": [{"path": src}],
+                  "fields": {"a": "1"}, "jobId": job, "durable": True}
+        send_request(c, "upload", params)
+        wait_for(lambda: hits(name)["inFlight"] == 1, timeout=10, message="the upload never reached the server")
+        self.kill_9(first)
+        self.assertEqual(self.rows()[job]["method"], "upload")
+        _, result, got = self.attach_after_restart(job)
+        self.assertEqual(result["status"], 200, result)
+        self.assertGreater(result["sentBytes"], 30_000, result)
+        self.assertEqual(got["restarts"], 1, got)
+        self.assertEqual(hits(name)["count"], 2, "sent once by each daemon")
+        wait_for(lambda: job not in self.rows(), timeout=5, message="the job's row outlived the job")
+
     def test_resumed_jobs_wait_in_their_hosts_queue(self):
         hold, n = key("durq"), 8
         first = self.daemon("--max-per-host", "1")
@@ -608,6 +680,125 @@ class TestDurable(DurableCase):
             self.assertEqual(r["bytes"], 1000)
             self.assertEqual(c.call("fetch", {"url": self.srv.test_url + "/status/200"})["status"], 200)
         self.assertFalse(os.path.exists(self.state), "the state directory was made without a durable job")
+
+
+class TestDurableRetries(DurableCase):
+    """A durable job's retry state is written down: after a restart it goes on with the
+    attempts it has used (a restart is not a failed attempt), and ends as it would have."""
+
+    def stored_retry(self, job):
+        """The store's (attempts, failures) for job; None when its store has no retry state
+        (a fetchd before schema 2) or no such row; "no store" before the first is made."""
+        if not os.path.exists(self.store_path()):
+            return "no store"
+        db = sqlite3.connect(f"file:{self.store_path()}?mode=ro", uri=True, timeout=5)
+        try:
+            columns = [r[1] for r in db.execute("PRAGMA table_info(jobs)")]
+            if "failures" not in columns:
+                return None
+            return db.execute("SELECT attempts, failures FROM jobs WHERE job_id = ?", (job,)).fetchone()
+        finally:
+            db.close()
+
+    def test_attempts_used_before_kill_9_count_after_it(self):
+        name, job = key("durretry"), key("durretryjob")
+        out = os.path.join(self.out_dir, "retry.bin")
+        url = f"{self.srv.test_url}/flaky/{name}?fail=1000&status=503"
+        # A fixed 2 s between attempts: the kill comes in the wait after the second failure.
+        params = {"url": url, "path": out, "jobId": job, "durable": True, "retry": {"maxAttempts": 5, "delay": 2}}
+        first = self.daemon()
+        c = first.client()
+        send_request(c, "download", params)
+        with first.client() as c2:
+            wait_for(lambda: hits(name)["count"] == 2 and job_state(c2, job) == "waiting", timeout=10,
+                     message="the second attempt never failed")
+            # The write follows the failure on another thread (a fetchd without retry state: None).
+            wait_for(lambda: self.stored_retry(job) in (None, (2, 2)), timeout=5,
+                     message="the retry state was never written")
+        self.kill_9(first)
+        self.assertEqual(hits(name)["count"], 2)
+
+        _, result, got = self.attach_after_restart(job)
+        # What the job would have answered without the restart: the last 503, after 5 attempts.
+        self.assertEqual(result["status"], 503, result)
+        self.assertEqual(result["attempts"], 5, result)
+        self.assertEqual(result["bytes"], 0, result)
+        self.assertEqual(hits(name)["count"], 5, "attempts across both daemons: the policy's maxAttempts")
+        self.assertEqual(got["restarts"], 1, got)
+        self.assertEqual(got["state"], "finished", got)
+        self.assertFalse(os.path.exists(out))
+        wait_for(lambda: job not in self.rows(), timeout=5, message="the job's row outlived the job")
+
+    def test_exhausted_attempts_end_at_the_first_failure_after_restart(self):
+        """4 of 5 attempts used, then killed: the resumed job makes one attempt and no retry,
+        and that attempt's connection failure is the error (-32001 kind connect, attempts 5)."""
+        name, job = key("durexh"), key("durexhjob")
+        out = os.path.join(self.out_dir, "exh.bin")
+        first = self.daemon()
+        first_c = first.client()
+        send_request(first_c, "download", {"url": f"{self.srv.test_url}/flaky/{name}?fail=1000&status=503", "path": out,
+                                           "jobId": job, "durable": True, "retry": {"maxAttempts": 5, "delay": 1}})
+        wait_for(lambda: hits(name)["count"] == 4 and self.stored_retry(job) in (None, (4, 4)), timeout=15,
+                 message="four attempts never failed")
+        self.kill_9(first)
+        self.assertEqual(hits(name)["count"], 4, "the kill came in the wait after the fourth attempt")
+        self.set_url(job, lambda _: "http://127.0.0.1:%d/" % closed_port())  # the host is gone now
+        second = self.daemon()
+        with second.client() as c:
+            got = collect(c, send_request(c, "attach", {"jobId": job, "progress": True}), timeout=30)
+        error = got.answer.get("error")
+        self.assertIsNotNone(error, got.answer)
+        self.assertEqual(error["code"], -32001, error)
+        self.assertEqual(error["data"]["kind"], "connect", error)
+        self.assertEqual(error["data"]["attempts"], 5, "one attempt after the restart, counted with the four before")
+        self.assertEqual(got.of("retrying"), [], "the resumed job was given fresh retries")
+        self.assertEqual(hits(name)["count"], 4)
+
+    def test_store_of_schema_1_is_migrated_and_its_jobs_resume(self):
+        """A store written by fetchd before the retry state (schema 1) is migrated in place,
+        not moved aside. FETCHD_SCHEMA1_BIN: such a fetchd writes it (kill -9 mid-download);
+        without it the test writes that schema itself."""
+        size, cut = 120_000, 40_000
+        job, name = key("durv1"), key("durv1log")
+        out = os.path.join(self.out_dir, job + ".bin")
+        old_bin = os.environ.get("FETCHD_SCHEMA1_BIN")
+        if old_bin:
+            first = self.daemon(bin=old_bin)
+            self.start_stalled(first, job, name, size=size, cut=cut)
+            self.kill_9(first)
+        else:
+            os.makedirs(self.state, mode=0o700)
+            os.chmod(self.state, 0o700)
+            url = f"{self.srv.test_url}/ranged/{size}?etag=v1&key={name}"
+            db = sqlite3.connect(self.store_path())
+            db.execute("PRAGMA journal_mode=WAL")
+            with db:
+                db.execute("""CREATE TABLE jobs (
+                    job_id TEXT PRIMARY KEY NOT NULL, method TEXT NOT NULL, params TEXT NOT NULL,
+                    restarts INTEGER NOT NULL, session_url TEXT, created INTEGER NOT NULL,
+                    updated INTEGER NOT NULL)""")
+                db.execute("PRAGMA user_version = 1")
+                db.execute("INSERT INTO jobs VALUES (?, 'download', ?, 0, NULL, 1700000000, 1700000000)",
+                           (job, json.dumps({"url": url, "path": out, "jobId": job, "durable": True})))
+            db.close()
+            os.chmod(self.store_path(), 0o600)
+        with sqlite3.connect(self.store_path()) as db:
+            self.assertEqual(db.execute("PRAGMA user_version").fetchone(), (1,))
+        second, result, got = self.attach_after_restart(job)
+        self.assertEqual(result["sha256"], hashlib.sha256(testserver.det_bytes(size)).hexdigest(), result)
+        self.assertEqual(got["restarts"], 1, got)
+        self.assertEqual([n for n in os.listdir(self.state) if "corrupt" in n], [], "the store was moved aside")
+        self.assertIn(f"durable job store {self.store_path()}: schema 1 migrated to schema 2", second.stderr_text())
+        db = sqlite3.connect(f"file:{self.store_path()}?mode=ro", uri=True, timeout=5)
+        try:
+            self.assertEqual(db.execute("PRAGMA user_version").fetchone(), (2,))
+            columns = [r[1] for r in db.execute("PRAGMA table_info(jobs)")]
+        finally:
+            db.close()
+        for column in ("attempts", "failures", "waited", "jitter", "started"):
+            self.assertIn(column, columns)
+        if old_bin:
+            self.assertTrue(result["resumed"], result)
 
 
 class TestPythonClient(DurableCase):

@@ -5,11 +5,13 @@ import JSONRPC
 
 /// Durable jobs on disk: one SQLite database, `<state-dir>/jobs.db` (WAL journal,
 /// `synchronous=FULL`), one row per unfinished job holding the method and its params (no
-/// credential), the restarts so far and a resumable upload's session URL. A row is
-/// committed (the WAL fsynced) before the job's first byte is sent, updated when the job is
-/// resumed and when a resumable upload gets its session, deleted when the job ends. What a
-/// download has received lives in its part file and its validator in the part file's
-/// extended attribute (PartFileStage), so nothing is written per block.
+/// credential), the restarts so far, a resumable upload's session URL and the retry state
+/// (attempts made, failures the policy counted, time waited, jitter, the first start). A row
+/// is committed (the WAL fsynced) before the job's first byte is sent, updated when the job
+/// is resumed, when a resumable upload gets its session and after each failed attempt that
+/// another follows, deleted when the job ends. What a download has received lives in its
+/// part file and its validator in the part file's extended attribute (PartFileStage), so
+/// nothing is written per block.
 ///
 /// Every call may wait on the disk: the callers keep them off the engine thread (a job's
 /// first save runs in the request's task, removals from the engine thread are handed to the
@@ -30,14 +32,50 @@ final class DurableStore: Sendable {
         let restarts: Int
         /// A resumable upload's session, once the server gave one.
         var sessionURL: String? = nil
+        /// Where its retries stood after its last failed attempt (none yet: zeros).
+        var retry = Retry()
+        /// When the job first started (wall clock, seconds since 1970): `retry.maxElapsed`
+        /// counts from there across restarts.
+        var started: Double = DurableStore.wallClock()
+    }
+
+    /// A job's retry state as written down: a resumed job goes on from it.
+    struct Retry: Sendable, Equatable {
+        /// Attempts made (every request of a resumable upload's session counts), as results report.
+        var attempts = 0
+        /// `RetryState.failures`: what the policy's maxAttempts counts.
+        var failures = 0
+        /// Seconds waited between attempts.
+        var waited = 0.0
+        var jitter: Double?
     }
 
     /// Headers never written to the state directory (their auth rule applies again), with
     /// every header whose name says it carries a credential (`isCredentialHeader`).
     static let secretHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
     static let databaseName = "jobs.db"
-    /// The schema this daemon writes (`PRAGMA user_version`).
-    static let schemaVersion: Int64 = 1
+    /// The schema this daemon writes (`PRAGMA user_version`). Schema 1 (no retry state) is
+    /// migrated in place at open (`migrations`).
+    static let schemaVersion: Int64 = 2
+    /// What turns a store of schema N into one of schema N + 1 (index 0: 1 -> 2), run in one
+    /// transaction with the new user_version.
+    static let migrations = [
+        """
+        ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE jobs ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE jobs ADD COLUMN waited REAL NOT NULL DEFAULT 0;
+        ALTER TABLE jobs ADD COLUMN jitter REAL;
+        ALTER TABLE jobs ADD COLUMN started REAL;
+        UPDATE jobs SET started = created;
+        """,
+    ]
+
+    /// Seconds since 1970 on the wall clock.
+    static func wallClock() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
 
     let directory: String
     private let log: Logger
@@ -83,19 +121,56 @@ final class DurableStore: Sendable {
     }
 
     /// Writes the job down, durably (the commit fsyncs the WAL), before it starts; again
-    /// when it is resumed or gets its session URL.
+    /// when it is resumed (with the retry state it was resumed with).
     func save(_ record: Record) throws {
         let now = Int64(time(nil))
+        let retry = record.retry
+        try saving {
+            try $0.query("""
+                INSERT INTO jobs (job_id, method, params, restarts, session_url, created, updated,
+                                  attempts, failures, waited, jitter, started)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (job_id) DO UPDATE SET method = excluded.method, params = excluded.params,
+                    restarts = excluded.restarts, session_url = excluded.session_url, updated = excluded.updated,
+                    attempts = excluded.attempts, failures = excluded.failures, waited = excluded.waited,
+                    jitter = excluded.jitter, started = excluded.started
+                """, [.text(record.jobID), .text(record.method), .text(String(decoding: JSONCodec.encode(record.params), as: UTF8.self)),
+                      .integer(Int64(record.restarts)), record.sessionURL.map { .text($0) } ?? .null, .integer(now), .integer(now),
+                      .integer(Int64(retry.attempts)), .integer(Int64(retry.failures)), .real(retry.waited),
+                      retry.jitter.map { .real($0) } ?? .null, .real(record.started)])
+        }
+    }
+
+    /// A resumable upload's session URL, once the server gave it (before the first chunk).
+    func saveSession(jobID: String, url: String) throws {
+        try saving {
+            try $0.query("UPDATE jobs SET session_url = ?, updated = ? WHERE job_id = ?",
+                         [.text(url), .integer(Int64(time(nil))), .text(jobID)])
+        }
+    }
+
+    /// The retry state after a failed attempt that another follows. Never makes a row (a job
+    /// that has ended meanwhile stays gone) and never goes back (an older write that comes
+    /// late changes nothing). A failure is logged: the job goes on.
+    func saveRetry(jobID: String, _ retry: Retry) {
         do {
-            try withDatabase { db in
-                try db.query("""
-                    INSERT INTO jobs (job_id, method, params, restarts, session_url, created, updated)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (job_id) DO UPDATE SET method = excluded.method, params = excluded.params,
-                        restarts = excluded.restarts, session_url = excluded.session_url, updated = excluded.updated
-                    """, [.text(record.jobID), .text(record.method), .text(String(decoding: JSONCodec.encode(record.params), as: UTF8.self)),
-                          .integer(Int64(record.restarts)), record.sessionURL.map { .text($0) } ?? .null, .integer(now), .integer(now)])
+            try saving {
+                try $0.query("""
+                    UPDATE jobs SET attempts = ?, failures = ?, waited = ?, jitter = ?, updated = ?
+                    WHERE job_id = ? AND failures < ?
+                    """, [.integer(Int64(retry.attempts)), .integer(Int64(retry.failures)), .real(retry.waited),
+                          retry.jitter.map { .real($0) } ?? .null, .integer(Int64(time(nil))), .text(jobID),
+                          .integer(Int64(retry.failures))])
             }
+        } catch {
+            log.warning("durable job \(jobID): cannot write its retry state to \(databasePath): \(error)")
+        }
+    }
+
+    /// A write; its failure is a request's file error (-32003).
+    private func saving(_ body: (SQLiteDatabase) throws -> Void) throws {
+        do {
+            try withDatabase(body)
         } catch let error as StartupError {
             throw TransferFileError(path: directory, detail: error.description)
         } catch {
@@ -122,7 +197,10 @@ final class DurableStore: Sendable {
         do {
             return try withDatabase { db in
                 var records: [Record] = []
-                for row in try db.query("SELECT job_id, method, params, restarts, session_url FROM jobs ORDER BY rowid") {
+                for row in try db.query("""
+                    SELECT job_id, method, params, restarts, session_url, attempts, failures, waited, jitter, started, created
+                    FROM jobs ORDER BY rowid
+                    """) {
                     if let record = Self.record(row) {
                         records.append(record)
                     } else {
@@ -145,13 +223,18 @@ final class DurableStore: Sendable {
     }
 
     private static func record(_ row: [SQLiteDatabase.Value]) -> Record? {
-        guard row.count == 5, let jobID = row[0].text, let method = row[1].text,
+        guard row.count == 11, let jobID = row[0].text, let method = row[1].text,
               method == "download" || method == "upload",
               let text = row[2].text, let params = try? JSONCodec.decode(Array(text.utf8)),
               case .object(let object) = params, object["jobId"]?.stringValue == jobID,
-              let restarts = row[3].integer, restarts >= 0
+              let restarts = row[3].integer, restarts >= 0,
+              let attempts = row[5].integer, let failures = row[6].integer, attempts >= 0, failures >= 0,
+              let waited = row[7].real, waited >= 0,
+              let started = row[9].real ?? row[10].real
         else { return nil }
-        return Record(jobID: jobID, method: method, params: params, restarts: Int(restarts), sessionURL: row[4].text)
+        let retry = Retry(attempts: Int(attempts), failures: Int(failures), waited: waited, jitter: row[8].real)
+        return Record(jobID: jobID, method: method, params: params, restarts: Int(restarts), sessionURL: row[4].text,
+                      retry: retry, started: started)
     }
 
     /// Runs `body` with the store, opened (made) on first use.
@@ -173,7 +256,7 @@ final class DurableStore: Sendable {
         let path = databasePath
         if access(path, F_OK) == 0 {
             do {
-                return try Self.openExisting(path)
+                return try openExisting(path)
             } catch let unreadable as Unreadable {
                 moveAside(because: unreadable.reason)
             }
@@ -200,7 +283,12 @@ final class DurableStore: Sendable {
                     restarts INTEGER NOT NULL,
                     session_url TEXT,
                     created INTEGER NOT NULL,
-                    updated INTEGER NOT NULL
+                    updated INTEGER NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    failures INTEGER NOT NULL DEFAULT 0,
+                    waited REAL NOT NULL DEFAULT 0,
+                    jitter REAL,
+                    started REAL
                 );
                 PRAGMA user_version = \(Self.schemaVersion);
                 """)
@@ -223,8 +311,9 @@ final class DurableStore: Sendable {
     }
 
     /// The store at `path` when SQLite reads it (quick_check) and it is fetchd's, of this
-    /// schema; `Unreadable` when it is damaged or not a job store.
-    private static func openExisting(_ path: String) throws -> SQLiteDatabase {
+    /// schema or an earlier one (migrated in place, its jobs kept); `Unreadable` when it is
+    /// damaged, not a job store, or of a schema this fetchd does not know.
+    private func openExisting(_ path: String) throws -> SQLiteDatabase {
         var info = stat()
         guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
             throw StartupError("\(path) is not a regular file; remove it, or choose another directory with --state-dir")
@@ -236,8 +325,15 @@ final class DurableStore: Sendable {
             guard tables.first?.first?.integer == 1 else {
                 throw Unreadable(reason: info.st_size == 0 ? "an empty file: truncated" : "no jobs table: not a fetchd job store")
             }
-            guard version == schemaVersion else {
-                throw Unreadable(reason: "schema \(version), this fetchd reads schema \(schemaVersion)")
+            guard version >= 1, version <= Self.schemaVersion else {
+                throw Unreadable(reason: "schema \(version), this fetchd reads schemas 1 to \(Self.schemaVersion)")
+            }
+            if version < Self.schemaVersion {
+                try db.transaction {
+                    for step in Self.migrations[Int(version - 1)...] { try db.execute(step) }
+                    try db.execute("PRAGMA user_version = \(Self.schemaVersion)")
+                }
+                log.notice("durable job store \(path): schema \(version) migrated to schema \(Self.schemaVersion)")
             }
             return db
         } catch let failure as SQLiteDatabase.Failure {

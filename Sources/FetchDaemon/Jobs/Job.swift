@@ -53,7 +53,7 @@ final class Job: Sendable {
     private let mutable: Locked<Mutable>
 
     private struct Mutable {
-        var machine = JobMachine()
+        var machine: JobMachine
         var progress: TransferProgress?
         /// Each attempt's request and outcome, kept while HTTP logging is on.
         var records: [AttemptRecord] = []
@@ -96,7 +96,14 @@ final class Job: Sendable {
         self.spec = spec
         self.context = context
         self.bodyBudget = bodyBudget
-        mutable = Locked(Mutable(reply: reply))
+        // Resumed: its attempts and retries go on from where they stood (a restart is not a
+        // failed attempt), and maxElapsed counts from its first start.
+        let resumed = spec.durableRecord.flatMap { $0.restarts > 0 ? $0 : nil }
+        mutable = Locked(Mutable(machine: JobMachine(attempts: resumed?.retry.attempts ?? 0), reply: reply))
+        if let resumed {
+            pipeline.retry = RetryState(jitter: resumed.retry.jitter, failures: resumed.retry.failures, waited: resumed.retry.waited,
+                                        priorElapsed: max(0, DurableStore.wallClock() - resumed.started))
+        }
     }
 
     /// A durable job survives the daemon (Durable jobs); it is always detached.

@@ -53,8 +53,13 @@ struct JobDriver: Sendable {
                        resuming: DurableStore.Record?) throws -> DurableStore.Record {
         let jobID = model.jobID ?? "job-\(jobs.freshTransferID())"
         model.jobID = jobID
-        return DurableStore.Record(jobID: jobID, method: method, params: try DurableStore.storable(params, jobID: jobID),
-                                   restarts: resuming.map { $0.restarts + 1 } ?? 0, sessionURL: resuming?.sessionURL)
+        var record = DurableStore.Record(jobID: jobID, method: method, params: try DurableStore.storable(params, jobID: jobID),
+                                         restarts: resuming.map { $0.restarts + 1 } ?? 0, sessionURL: resuming?.sessionURL)
+        if let resuming {
+            record.retry = resuming.retry
+            record.started = resuming.started
+        }
+        return record
     }
 
     /// `start` for methods that run in a task.
@@ -255,6 +260,7 @@ struct JobDriver: Sendable {
     private func endAttempt(_ job: Job, _ attempt: Attempt, prepared: Int, _ outcome: AttemptOutcome) {
         let stages = job.spec.stages[0..<prepared]
         for stage in stages.reversed() { stage.ended(attempt, outcome, job) }
+        let failuresBefore = job.pipeline.retry.failures
         var decision = JobMachine.Decision.final
         var outcome = outcome
         judging: for stage in stages.reversed() {
@@ -272,7 +278,18 @@ struct JobDriver: Sendable {
                 break judging
             }
         }
+        if decision != .final, job.pipeline.retry.failures > failuresBefore { saveRetryState(job) }
         handle(job, .attemptEnded(decision), carrying: .outcome(outcome))
+    }
+
+    /// A durable job's failed attempt that another follows: its retry state is written down
+    /// (on the blocking threads, never the engine's), so a restart goes on with the attempts
+    /// used. Once per failure, never per block; the job does not wait for it.
+    private func saveRetryState(_ job: Job) {
+        guard job.durable, let store = services.durable else { return }
+        let state = job.pipeline.retry
+        let retry = DurableStore.Retry(attempts: job.attempts, failures: state.failures, waited: state.waited, jitter: state.jitter)
+        services.blocking.execute { store.saveRetry(jobID: job.id, retry) }
     }
 
     private func scheduleRetry(_ job: Job, delay: Double, attempt: Int, reason: String) {

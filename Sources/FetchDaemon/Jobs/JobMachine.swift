@@ -149,8 +149,13 @@ struct JobMachine: Sendable, Equatable {
     }
 
     private(set) var state = State.queued
-    /// Attempts handed to the engine so far.
-    private(set) var attempts = 0
+    /// Attempts handed to the engine so far (a resumed durable job's count goes on from
+    /// what its daemon before wrote down).
+    private(set) var attempts: Int
+
+    init(attempts: Int = 0) {
+        self.attempts = attempts
+    }
 
     /// Moves the machine; returns the actions to perform, in order, and whether the event was
     /// taken (a cancel answers `cancelled: true` exactly when it is).

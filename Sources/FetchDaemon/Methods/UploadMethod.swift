@@ -136,11 +136,7 @@ struct UploadMethod: DurableJobMethod {
             let jobs = driver.jobs
             var sessionStarted: (@Sendable (String) throws -> Void)? = nil
             if let durableRecord, let store = driver.services.durable {
-                sessionStarted = { url in
-                    var record = durableRecord
-                    record.sessionURL = url
-                    try store.save(record)
-                }
+                sessionStarted = { url in try store.saveSession(jobID: durableRecord.jobID, url: url) }
             }
             let session = ResumableUploadStage(
                 path: path, fileSize: Int64(info.st_size), chunkSize: chunkSize, contentType: file.mimetype,

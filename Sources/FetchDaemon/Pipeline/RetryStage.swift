@@ -16,29 +16,40 @@ final class RetryStage: Stage {
             return .final
         }
         if judged.isFinalSuccess { return .pass }
-        var state = job.pipeline.retry
-        // Drawn at the first retry: no getrandom per request.
-        if state.jitter == nil { state.jitter = Double.random(in: 0..<1) }
-        state.failures += 1
         let elapsed = ContinuousClock.now - job.startedAt
-        let decision = job.spec.retryPolicy.decide(attempt: state.failures, outcome: judged, waitedSoFar: state.waited,
-                                                   jitter: state.jitter ?? 0, now: Date(),
-                                                   elapsed: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-        guard case .retry(let wait, let reason) = decision else {
-            job.pipeline.retry = state
-            return .pass
-        }
-        state.waited += wait
-        job.pipeline.retry = state
+        // Drawn at the first retry: no getrandom per request.
+        let decision = job.pipeline.retry.judge(judged, policy: job.spec.retryPolicy, now: Date(),
+                                                elapsed: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+                                                drawJitter: { Double.random(in: 0..<1) })
+        guard case .retry(let wait, let reason) = decision else { return .pass }
         if DeadlineStage.refusesWait(wait, job) { return .fail(DeadlineStage.expired(job, attempts: attempt.number)) }
         return .again(delay: wait, reason: reason)
     }
 }
 
-/// A job's retry bookkeeping across its attempts.
-struct RetryState: Sendable {
+/// A job's retry bookkeeping across its attempts, and across daemon restarts for a durable
+/// job: `DurableStore` writes it down after each failed attempt that is followed by another
+/// one, and a resumed job starts from what was written (a restart is not a failed attempt).
+struct RetryState: Sendable, Equatable {
     var jitter: Double?
-    /// Attempts judged worth another try (a resumable upload's chunks are not failures).
+    /// Attempts judged worth another try (a resumable upload's chunks are not failures): what
+    /// the policy's `maxAttempts` counts.
     var failures = 0
+    /// Seconds waited between attempts (the 3 x maxInterval budget).
     var waited = 0.0
+    /// Seconds the job had lived before this daemon resumed it (from its first start, by the
+    /// wall clock): `maxElapsed` counts them too.
+    var priorElapsed = 0.0
+
+    /// The policy's decision on one more failure (pure: the clock and the jitter are passed
+    /// in). `elapsed`: seconds since this daemon started the job.
+    mutating func judge(_ outcome: RetryPolicy.Outcome, policy: RetryPolicy, now: Date, elapsed: Double,
+                        drawJitter: () -> Double) -> RetryPolicy.Decision {
+        if jitter == nil { jitter = drawJitter() }
+        failures += 1
+        let decision = policy.decide(attempt: failures, outcome: outcome, waitedSoFar: waited, jitter: jitter ?? 0, now: now,
+                                     elapsed: priorElapsed + elapsed)
+        if case .retry(let wait, _) = decision { waited += wait }
+        return decision
+    }
 }
