@@ -206,7 +206,10 @@ final class DownloadSink: @unchecked Sendable {
                 return
             }
             resumed = true
-            ftruncate(fd, off_t(offset))
+            // On the queue, after the blocks an earlier attempt handed over: they must not
+            // land past the cut.
+            let (fd, offset) = (fd, offset)
+            hasher.queue.async { _ = ftruncate(fd, off_t(offset)) }
         } else {
             // A full answer: the file starts again from zero.
             restartFromZero()
@@ -224,8 +227,12 @@ final class DownloadSink: @unchecked Sendable {
         // Only a file with bytes in it is cut: on ext4, truncating a file to zero marks it to
         // have all its dirty pages flushed when it is closed (auto_da_alloc), and that close
         // took 0.8 s after a 1 GiB download (the daemon's engine thread stalled for it).
-        var info = stat()
-        if fstat(fd, &info) != 0 || info.st_size > 0 { ftruncate(fd, 0) }
+        // On the queue, after any blocks an earlier attempt handed over.
+        let fd = fd
+        hasher.queue.async {
+            var info = stat()
+            if fstat(fd, &info) != 0 || info.st_size > 0 { ftruncate(fd, 0) }
+        }
         offset = 0
         block?.count = 0
         writebackFrom = 0
