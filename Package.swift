@@ -47,7 +47,7 @@ let package = Package(
         // The daemon joins them: socket server, one file per method, jobs, configuration.
         .target(name: "FetchDaemon", dependencies: ["FetchEngine", "JSONRPC", "CLinux", "CSQLite", "CHiredis"], swiftSettings: strict),
         .executableTarget(name: "fetchd", dependencies: ["FetchDaemon", "CLinux"], swiftSettings: strict),
-        .testTarget(name: "FetchEngineTests", dependencies: ["FetchEngine", "CCurl"], swiftSettings: strict),
+        .testTarget(name: "FetchEngineTests", dependencies: ["FetchEngine", "CCurl", "CLinux"], swiftSettings: strict),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"], swiftSettings: strict),
         .testTarget(name: "FetchDaemonTests", dependencies: ["FetchDaemon", "JSONRPC", "FetchEngine"], swiftSettings: strict),
     ]

@@ -80,6 +80,7 @@ int fetchd_start_writeback(int fd, long long offset, long long length) {
 
 int fetchd_limit_malloc_arenas(int arenas) { return mallopt(M_ARENA_MAX, arenas); }
 int fetchd_release_free_memory(void) { return malloc_trim(0); }
+unsigned long fetchd_heap_in_use(void) { return mallinfo2().uordblks; }
 int fetchd_name_this_thread(const char *name) { return pthread_setname_np(pthread_self(), name); }
 
 long long fetchd_parse_http_date(const char *text) {

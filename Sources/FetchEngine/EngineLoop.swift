@@ -263,7 +263,7 @@ final class EngineLoop: @unchecked Sendable {
         }
         transfer.easy = nil
         if handlePool.count < settings.handlePoolSize {
-            curl_easy_reset(easy)
+            jars.reset(easy)
             handlePool.append(easy)
         } else {
             curl_easy_cleanup(easy)

@@ -26,6 +26,8 @@ int fetchd_start_writeback(int fd, long long offset, long long length);
 int fetchd_limit_malloc_arenas(int arenas);
 /* malloc_trim(0): returns the free pages of every arena to the system. */
 int fetchd_release_free_memory(void);
+/* Bytes malloc has handed out and not had back, every arena (mallinfo2().uordblks). */
+unsigned long fetchd_heap_in_use(void);
 /* Starts argv[0] (an absolute path, no shell, no PATH search) with envp only, its stdin,
  * stdout and stderr the pipes' ends given, every other descriptor closed, in a process group
  * of its own. Returns the pid, or -errno. */
