@@ -43,6 +43,42 @@ static inline CURLcode fetchd_easy_unpause(CURL *h) { return curl_easy_pause(h, 
 /* Cookie jars: one share per jar, and reading a jar's cookies as Netscape lines. */
 static inline CURLSHcode fetchd_share_setopt_long(CURLSH *s, CURLSHoption o, long v) { return curl_share_setopt(s, o, v); }
 static inline CURLcode fetchd_easy_getinfo_slist(CURL *h, CURLINFO i, struct curl_slist **v) { return curl_easy_getinfo(h, i, v); }
+/* A jar's share is used by the transfers of both engine threads (small requests and bulk
+   transfers), so libcurl locks it: one mutex per kind of shared data, as the libcurl docs'
+   example does. The mutexes live as long as the share (fetchd_share_free). */
+#include <pthread.h>
+#include <stdlib.h>
+typedef struct { pthread_mutex_t m[CURL_LOCK_DATA_LAST]; } fetchd_share_locks;
+static void fetchd_share_lock(CURL *h, curl_lock_data d, curl_lock_access a, void *u) {
+    (void)h; (void)a;
+    pthread_mutex_lock(&((fetchd_share_locks *)u)->m[d < CURL_LOCK_DATA_LAST ? d : 0]);
+}
+static void fetchd_share_unlock(CURL *h, curl_lock_data d, void *u) {
+    (void)h;
+    pthread_mutex_unlock(&((fetchd_share_locks *)u)->m[d < CURL_LOCK_DATA_LAST ? d : 0]);
+}
+/* A new share with locking, sharing `data` (CURL_LOCK_DATA_COOKIE); NULL without memory.
+   `*locks` is for fetchd_share_free. */
+static inline CURLSH *fetchd_share_new(long data, void **locks_out) {
+    fetchd_share_locks *locks = malloc(sizeof *locks);
+    if (!locks) return NULL;
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++) pthread_mutex_init(&locks->m[i], NULL);
+    CURLSH *s = curl_share_init();
+    if (!s) { free(locks); return NULL; }
+    curl_share_setopt(s, CURLSHOPT_LOCKFUNC, fetchd_share_lock);
+    curl_share_setopt(s, CURLSHOPT_UNLOCKFUNC, fetchd_share_unlock);
+    curl_share_setopt(s, CURLSHOPT_USERDATA, (void *)locks);
+    curl_share_setopt(s, CURLSHOPT_SHARE, data);
+    *locks_out = locks;
+    return s;
+}
+/* Frees a share made by fetchd_share_new (every handle detached first). */
+static inline void fetchd_share_free(CURLSH *s, void *locks) {
+    curl_share_cleanup(s);
+    fetchd_share_locks *l = locks;
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++) pthread_mutex_destroy(&l->m[i]);
+    free(l);
+}
 /* Open connections, counted where libcurl opens and closes its sockets (engine thread only,
    so one writer: a relaxed load and store, no locked instruction). `counter` outlives every
    connection (the engine's). */

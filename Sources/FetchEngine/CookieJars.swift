@@ -1,16 +1,18 @@
 internal import CCurl
 import FoundationEssentials
 import Glibc
+import Synchronization
 
 /// The named cookie jars: one libcurl share (CURL_LOCK_DATA_COOKIE) per name, created when
 /// a request first names it. libcurl's cookie engine does the RFC 6265 work (parsing
 /// Set-Cookie, public-suffix refusal, replacing, expiring); this type only attaches jars to
 /// transfers and reads and writes them as Netscape lines.
 ///
-/// Engine thread only: every transfer and every cookie command runs there, so the shares
-/// need no lock callbacks.
+/// Shared by both engine threads (`SharedCookieJars` holds it behind a lock): libcurl locks
+/// each share itself (`fetchd_share_new`), for the cookie reads and writes of transfers
+/// running on either thread.
 final class CookieJars {
-    private var shares: [String: UnsafeMutableRawPointer] = [:]
+    private var shares: [String: (share: UnsafeMutableRawPointer, locks: UnsafeMutableRawPointer?)] = [:]
     /// An easy handle never performed, used to read and edit a jar (CURLINFO_COOKIELIST,
     /// CURLOPT_COOKIELIST) by attaching it to that jar's share.
     private var editor: UnsafeMutableRawPointer?
@@ -39,7 +41,7 @@ final class CookieJars {
     /// 8.0), and `attach` adds a name to it for every request: 64 bytes of heap lost per
     /// request without this (5 MB after the bench's load). The next `attach` turns the
     /// cookie engine on again.
-    func reset(_ easy: UnsafeMutableRawPointer) {
+    static func reset(_ easy: UnsafeMutableRawPointer) {
         fetchd_easy_setopt_str(easy, CURLOPT_COOKIEFILE, nil)
         curl_easy_reset(easy)
     }
@@ -144,7 +146,7 @@ final class CookieJars {
     func close() {
         if let editor { curl_easy_cleanup(editor) }
         editor = nil
-        for share in shares.values { curl_share_cleanup(share) }
+        for (share, locks) in shares.values { fetchd_share_free(share, locks) }
         shares.removeAll()
         created.removeAll()
         names.removeAll()
@@ -161,10 +163,10 @@ final class CookieJars {
     }
 
     private func share(named name: String, create: Bool) -> UnsafeMutableRawPointer? {
-        if let share = shares[name] { return share }
-        guard create, let share = curl_share_init() else { return nil }
-        fetchd_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_COOKIE.rawValue))
-        shares[name] = share
+        if let known = shares[name] { return known.share }
+        var locks: UnsafeMutableRawPointer? = nil
+        guard create, let share = fetchd_share_new(Int(CURL_LOCK_DATA_COOKIE.rawValue), &locks) else { return nil }
+        shares[name] = (share, locks)
         return share
     }
 
@@ -173,5 +175,25 @@ final class CookieJars {
         guard let editor else { return nil }
         fetchd_easy_setopt_ptr(editor, CURLOPT_SHARE, share)
         return editor
+    }
+}
+
+/// The cookie jars of both engine threads, behind one lock; closed when the last thread
+/// using them has stopped.
+final class SharedCookieJars: Sendable {
+    private let jars = Locked(CookieJars())
+    private let users: Atomic<Int>
+
+    init(users: Int) {
+        self.users = Atomic(users)
+    }
+
+    func withJars<Result>(_ body: (CookieJars) -> Result) -> Result {
+        jars.withLock { body($0) }
+    }
+
+    /// A thread is done with the jars (its handles cleaned up); the last one frees the shares.
+    func release() {
+        if users.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { jars.withLock { $0.close() } }
     }
 }

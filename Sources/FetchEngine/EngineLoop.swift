@@ -3,8 +3,9 @@ import FoundationEssentials
 import Glibc
 import Synchronization
 
-/// The engine thread's loop. Everything except `submit` and `activeCount` runs on that one
-/// thread, which is what makes the unchecked Sendable sound.
+/// An engine thread's loop (the engine runs two: one for small requests, one for bulk
+/// transfers). Everything except `submit` and `activeCount` runs on its one thread, which is
+/// what makes the unchecked Sendable sound; the cookie jars are shared, behind their lock.
 final class EngineLoop: @unchecked Sendable {
     enum Command {
         case start(Transfer)
@@ -32,8 +33,8 @@ final class EngineLoop: @unchecked Sendable {
         counter.initialize(to: 0)
         return counter
     }()
-    /// Told (on the engine thread) the name of a jar a finished transfer may have changed.
-    let cookieObserver = Locked<(@Sendable (String) -> Void)?>(nil)
+    /// Told (on an engine thread) the name of a jar a finished transfer may have changed.
+    let cookieObserver: Locked<(@Sendable (String) -> Void)?>
 
     /// The engine thread, once it runs: commands it gives itself need no wake-up.
     private let engineThread = Atomic<UInt>(0)
@@ -45,12 +46,14 @@ final class EngineLoop: @unchecked Sendable {
     private var stopping = false
     /// Finished downloads whose completion waits for their queued writes.
     private var writing = 0
-    private let jars = CookieJars()
+    private let jars: SharedCookieJars
     private let turns = FairTurns()
 
-    init(settings: EngineSettings) {
+    init(settings: EngineSettings, jars: SharedCookieJars, cookieObserver: Locked<(@Sendable (String) -> Void)?>) {
         _ = engineGlobalInit
         self.settings = settings
+        self.jars = jars
+        self.cookieObserver = cookieObserver
         multi = curl_multi_init()
         fetchd_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxCachedConnections)
     }
@@ -96,8 +99,8 @@ final class EngineLoop: @unchecked Sendable {
         drainCommands()  // answers cookie commands that came with or after the stop
         for handle in handlePool { curl_easy_cleanup(handle) }
         handlePool.removeAll()
-        jars.close()
         curl_multi_cleanup(multi)
+        jars.release()
     }
 
     /// Polls without sleeping for up to `spinMicroseconds`; true as soon as something is
@@ -138,7 +141,7 @@ final class EngineLoop: @unchecked Sendable {
             case .stop:
                 stopping = true
                 for id in Array(active.keys) { cancel(id, reason: "engine stopped") }
-            case .cookies(let work): work(jars)
+            case .cookies(let work): jars.withJars { work($0) }
             case .watch(let fd, let onReadable): watched = (fd, onReadable)
             case .unpause(let id):
                 // Gone already (cancelled, timed out): nothing to do.
@@ -174,7 +177,7 @@ final class EngineLoop: @unchecked Sendable {
         transfer.turns = turns
         transfer.configure(easy, settings: settings)
         fetchd_easy_count_sockets(easy, openSockets)
-        jars.attach(easy, jar: transfer.request.cookieJar)
+        jars.withJars { $0.attach(easy, jar: transfer.request.cookieJar) }
         active[transfer.id] = transfer
         activeCount.store(active.count, ordering: .relaxed)
         curl_multi_add_handle(multi, easy)
@@ -228,10 +231,11 @@ final class EngineLoop: @unchecked Sendable {
             if last != transfer.lastProgress { onProgress(last) }
         }
         if let jar = transfer.request.cookieJar, CookieJars.mayHaveChanged(transfer, easy: easy) {
-            jars.keepCreationOrder(jar, arrived: transfer.responseHeaders.compactMap { header in
+            let arrived = transfer.responseHeaders.compactMap { header -> String? in
                 guard header.name.caseInsensitiveEquals("set-cookie") else { return nil }
                 return String(header.value.prefix { $0 != "=" }).trimmingBlanks()
-            })
+            }
+            jars.withJars { $0.keepCreationOrder(jar, arrived: arrived) }
             notifyCookiesChanged(jar)
         }
         var result = result
@@ -263,7 +267,7 @@ final class EngineLoop: @unchecked Sendable {
         }
         transfer.easy = nil
         if handlePool.count < settings.handlePoolSize {
-            jars.reset(easy)
+            CookieJars.reset(easy)
             handlePool.append(easy)
         } else {
             curl_easy_cleanup(easy)

@@ -95,6 +95,31 @@ class TestSharing(CookieCase):
         self.assertEqual(len(self.jar()), 40)
         self.assertEqual(len(self.sent("127.0.0.1")), 40)
 
+    def test_downloads_and_fetches_share_the_jar(self):
+        # Downloads run on the engine's bulk thread and fetches on the other: one jar for both,
+        # its share locked by libcurl for the transfers of either thread.
+        d = tempfile.mkdtemp(prefix="fetchd-cookie-dl-")
+        self.addCleanup(shutil.rmtree, d, True)
+        self.set_cookie("127.0.0.1", "from_fetch=1; Path=/")
+        path = os.path.join(d, "sent.json")
+        self.c.call("download", {"url": self.url("127.0.0.1", "/cookies"), "path": path}, timeout=30)
+        with open(path) as f:
+            self.assertEqual(json.load(f)["cookie"], "from_fetch=1", "a download sends the jar's cookies")
+        ids = []
+        for i in range(30):
+            rid = self.c.new_id()
+            ids.append(rid)
+            if i % 2:
+                method, params = "download", {"url": self.url("127.0.0.1", f"/set-cookie?d{i}={i}"),
+                                              "path": os.path.join(d, f"{i}.txt")}
+            else:
+                method, params = "fetch", {"url": self.url("127.0.0.1", f"/set-cookie?f{i}={i}")}
+            self.c.send_obj({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        for rid in ids:
+            self.assertIn("result", self.c.answer_for(rid, timeout=30))
+        self.assertEqual(len(self.jar()), 31, "every download's and fetch's Set-Cookie is in the jar")
+        self.assertEqual(len(self.sent("127.0.0.1")), 31)
+
     def test_cookie_set_by_a_redirect_hop_is_kept_and_sent_on_the_next_hop(self):
         # A one-off server whose 302 sets a cookie; cookies ignore ports, so the next hop
         # (the test server on another port of 127.0.0.1) must already carry it.

@@ -22,7 +22,8 @@ struct JobDriver: Sendable {
 
     /// Bodies up to this size become the answer where the job ended; larger ones in a task.
     static let inlineAnswerBodyBytes = 256 << 10
-    /// With this many transfers still running, answers are made on the answer thread.
+    /// With this many transfers still running beside small requests' thread, answers are made
+    /// on the answer thread.
     static let handOffAnswersAboveActive = 4
 
     /// Registers the job and starts it; its answer goes to `reply`, exactly once, from
@@ -332,7 +333,7 @@ struct JobDriver: Sendable {
             threads = services.blocking
         } else if response.body.count > Self.inlineAnswerBodyBytes {
             threads = services.tasks
-        } else if services.engine.activeTransfers >= Self.handOffAnswersAboveActive {
+        } else if services.engine.activeSmallTransfers >= Self.handOffAnswersAboveActive {
             threads = services.answers
         } else {
             return answered(job, Result { try job.spec.answer.make(job, response) })
