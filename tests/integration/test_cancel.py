@@ -119,6 +119,22 @@ class TestCancel(CancelCase):
             c2.call("cancel", {"jobId": job})
         self.assertCancelledAnswer(collect(self.c, rid, timeout=5).answer, job, "cancel")
 
+    def test_list_jobs_masks_secrets_in_urls(self):
+        # Any client may list every job: a password in the URL or a token in its query is not
+        # shown to them.
+        job = key("secret")
+        host = self.srv.test_url.split("//", 1)[1]
+        url = f"http://user:hunter2@{host}{SLOW}&access_token=tok-123"
+        rid = self.start_fetch(self.c, {"url": url, "jobId": job})
+        with self.daemon.client() as c2:
+            entry = wait_for(lambda: job_entry(c2, job), timeout=5, message="job not listed")
+            self.assertNotIn("hunter2", entry["url"], entry)
+            self.assertNotIn("tok-123", entry["url"], entry)
+            self.assertIn("access_token=", entry["url"], entry)
+            self.assertIn("user", entry["url"], entry)
+            c2.call("cancel", {"jobId": job})
+        self.assertCancelledAnswer(collect(self.c, rid, timeout=5).answer, job, "cancel")
+
     def test_disconnect_cancels_half_close_does_not(self):
         # half-close: the daemon still answers (protocol.md); the job runs to its end
         c1 = self.daemon.client()

@@ -1,6 +1,8 @@
 import JSONRPC
 
-/// `listJobs`: every live job with its state, attempt and bytes.
+/// `listJobs`: every live job with its state, attempt and bytes. Any client may list every
+/// job, so URLs are shown as the logs show them: a userinfo password and secret query values
+/// masked (`URLRedaction`).
 struct ListJobsMethod: InlineRPCMethod {
     static let name = "listJobs"
 
@@ -13,7 +15,7 @@ struct ListJobsMethod: InlineRPCMethod {
             let progress = job.progress
             return [
                 "jobId": .string(job.jobID), "kind": .string(job.kind.rawValue),
-                "method": .string(job.method), "url": .string(job.url),
+                "method": .string(job.method), "url": .string(URLRedaction.redact(job.url)),
                 "state": .string(job.state.contractName), "phase": .string(job.state.name), "attempt": JSONValue(job.attempt),
                 "sentBytes": .integer(progress?.sentBytes ?? 0),
                 "receivedBytes": .integer(progress?.receivedBytes ?? 0),
