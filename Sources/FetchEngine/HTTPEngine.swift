@@ -31,7 +31,7 @@ public final class HTTPEngine: Sendable {
     }
 
     /// The thread a request runs on: bulk when it streams a file.
-    private func loop(for request: HTTPRequest) -> EngineLoop {
+    private func thread(for request: HTTPRequest) -> EngineLoop {
         if case .file = request.destination { return bulk }
         switch request.body {
         case .file, .fileRange: return bulk
@@ -66,7 +66,7 @@ public final class HTTPEngine: Sendable {
         completion: @escaping @Sendable (Result<HTTPResponse, TransferError>) -> Void
     ) throws(TransferFileError) {
         let transfer = try makeTransfer(request, id: id, onProgress: onProgress, completion: completion)
-        loop(for: request).submit(.start(transfer))
+        thread(for: request).submit(.start(transfer))
     }
 
     /// Performs one transfer and returns its response.
@@ -78,7 +78,7 @@ public final class HTTPEngine: Sendable {
                 let transfer = try makeTransfer(request, id: id, onProgress: onProgress) {
                     continuation.resume(with: $0.mapError { $0 as any Error })
                 }
-                loop(for: request).submit(.start(transfer))
+                thread(for: request).submit(.start(transfer))
             } catch {
                 continuation.resume(throwing: error)
             }
