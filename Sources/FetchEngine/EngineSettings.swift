@@ -1,3 +1,5 @@
+import Glibc
+
 /// Engine-wide settings, fixed when the engine starts.
 public struct EngineSettings: Sendable {
     /// Extra CA bundle for TLS (in place of the system store).
@@ -12,14 +14,29 @@ public struct EngineSettings: Sendable {
     /// How long the engine thread keeps polling without sleeping before it blocks, in
     /// microseconds (0: never). Work that arrives within it skips a sleep and a wake-up.
     public var spinMicroseconds: Int
+    /// Whether the daemon's environment names a proxy (or proxy exceptions) for libcurl to
+    /// read. When it names none, requests without a `proxy` tell libcurl so, and it no longer
+    /// looks the variables up in the environment for every request.
+    public var proxyFromEnvironment: Bool
 
     public init(caFile: String? = nil, userAgent: String = "fetchd", receiveBufferBytes: Int = 512 << 10,
-                maxCachedConnections: Int = 256, handlePoolSize: Int = 64, spinMicroseconds: Int = 40) {
+                maxCachedConnections: Int = 256, handlePoolSize: Int = 64, spinMicroseconds: Int = 40,
+                proxyFromEnvironment: Bool = EngineSettings.environmentNamesProxy()) {
         self.caFile = caFile
         self.userAgent = userAgent
         self.receiveBufferBytes = receiveBufferBytes
         self.maxCachedConnections = maxCachedConnections
         self.handlePoolSize = handlePoolSize
         self.spinMicroseconds = spinMicroseconds
+        self.proxyFromEnvironment = proxyFromEnvironment
+    }
+
+    /// The variables libcurl reads for a proxy and its exceptions (either case).
+    static let proxyVariables = ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
+                                 "no_proxy", "NO_PROXY"]
+
+    /// Whether any of `proxyVariables` is set in this process's environment, even empty.
+    public static func environmentNamesProxy() -> Bool {
+        proxyVariables.contains { getenv($0) != nil }
     }
 }

@@ -107,7 +107,7 @@ final class Transfer: @unchecked Sendable {
         fetchd_easy_setopt_str(easy, CURLOPT_ACCEPT_ENCODING, "")  // every encoding libcurl decodes
         fetchd_easy_setopt_str(easy, CURLOPT_USERAGENT, settings.userAgent)
         if let caFile = request.caFile ?? settings.caFile { fetchd_easy_setopt_str(easy, CURLOPT_CAINFO, caFile) }
-        configureRouting(easy)
+        configureRouting(easy, settings: settings)
         if case .file = request.destination {
             // A large receive buffer only pays off for bodies streamed to disk; for small
             // answers its allocation would cost more than the transfer.
@@ -144,15 +144,24 @@ final class Transfer: @unchecked Sendable {
     /// TLS verification, a range, where to connect: libcurl keys its reused connections on
     /// these (verification, CA, Unix socket, connect-to), so requests with different ones
     /// never share a connection.
-    private func configureRouting(_ easy: UnsafeMutableRawPointer) {
+    private func configureRouting(_ easy: UnsafeMutableRawPointer, settings: EngineSettings) {
         if request.insecure {
             setLong(CURLOPT_SSL_VERIFYPEER, 0)
             setLong(CURLOPT_SSL_VERIFYHOST, 0)
         }
         if let cap = request.maxRecvBytesPerSecond { fetchd_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(cap)) }
         if let cap = request.maxSendBytesPerSecond { fetchd_easy_setopt_off(easy, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(cap)) }
-        if let proxy = request.proxy { fetchd_easy_setopt_str(easy, CURLOPT_PROXY, proxy) }
-        if let noProxy = request.noProxy { fetchd_easy_setopt_str(easy, CURLOPT_NOPROXY, noProxy) }
+        // "" is libcurl's "no proxy, and no look at the environment" (EngineSettings).
+        if let proxy = request.proxy {
+            fetchd_easy_setopt_str(easy, CURLOPT_PROXY, proxy)
+        } else if !settings.proxyFromEnvironment {
+            fetchd_easy_setopt_str(easy, CURLOPT_PROXY, "")
+        }
+        if let noProxy = request.noProxy {
+            fetchd_easy_setopt_str(easy, CURLOPT_NOPROXY, noProxy)
+        } else if !settings.proxyFromEnvironment {
+            fetchd_easy_setopt_str(easy, CURLOPT_NOPROXY, "")
+        }
         if let cert = request.certFile { fetchd_easy_setopt_str(easy, CURLOPT_SSLCERT, cert) }
         if let key = request.keyFile { fetchd_easy_setopt_str(easy, CURLOPT_SSLKEY, key) }
         if let range = request.range { fetchd_easy_setopt_str(easy, CURLOPT_RANGE, range) }

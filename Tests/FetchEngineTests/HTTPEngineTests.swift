@@ -6,6 +6,28 @@ import XCTest
 /// transfers that cannot finish, and files it cannot read. Talking to real servers is in
 /// the integration suite (tests/integration).
 final class HTTPEngineTests: XCTestCase {
+    /// Requests without a `proxy` tell libcurl "no proxy" only when the environment names
+    /// none: any of the variables libcurl reads, in either case, even set empty, keeps
+    /// libcurl reading the environment.
+    func testAnyProxyVariableInTheEnvironmentIsSeen() {
+        let saved = EngineSettings.proxyVariables.map { ($0, getenv($0).map { String(cString: $0) }) }
+        defer {
+            for (name, value) in saved {
+                if let value { setenv(name, value, 1) } else { unsetenv(name) }
+            }
+        }
+        for name in EngineSettings.proxyVariables { unsetenv(name) }
+        XCTAssertFalse(EngineSettings.environmentNamesProxy())
+        XCTAssertFalse(EngineSettings().proxyFromEnvironment)
+        for name in EngineSettings.proxyVariables {
+            setenv(name, name.hasPrefix("no") || name.hasPrefix("NO") ? "" : "http://127.0.0.1:1", 1)
+            XCTAssertTrue(EngineSettings.environmentNamesProxy(), name)
+            unsetenv(name)
+        }
+        XCTAssertEqual(Set(EngineSettings.proxyVariables.map { $0.lowercased() }),
+                       ["http_proxy", "https_proxy", "all_proxy", "no_proxy"])
+    }
+
     func testConnectionRefusedIsConnectKind() async {
         let engine = HTTPEngine()
         defer { engine.shutdown() }
