@@ -50,7 +50,8 @@ public final class Daemon: Sendable {
             try SocketPath.prepare(socketPath: socketPath, uid: getuid())
         }
         engine = HTTPEngine(settings: EngineSettings(
-            caFile: options.caFile, userAgent: "fetchd/\(FetchdVersion.text)", spinMicroseconds: options.spinMicroseconds))
+            caFile: options.caFile, userAgent: "fetchd/\(FetchdVersion.text)", spinMicroseconds: options.spinMicroseconds,
+            smallRequestThreads: options.engineThreads))
         // Loaded before the socket exists, so the first request already sees the cookies.
         let cookieFile = options.cookieFile.map { [engine, log] in CookiePersister(path: $0, engine: engine, log: log) }
         cookieFile?.start()
@@ -170,7 +171,8 @@ public final class Daemon: Sendable {
                 events.unsubscribe(id)
                 jobs.connectionClosed(id)
             })
-        server = try SocketServer(path: socketPath, hooks: hooks, log: log, passed: systemd.listenFD, clients: clients)
+        server = try SocketServer(path: socketPath, hooks: hooks, log: log, passed: systemd.listenFD, clients: clients,
+                                  threads: engine.smallRequestThreads)
         serverBox.server = server
         watchdogTimer = systemd.watchdogMicroseconds.map { [server] usec in
             // Pinged from the thread that serves the socket, at half the interval: a daemon
@@ -184,11 +186,12 @@ public final class Daemon: Sendable {
     }
 
     public func start() {
-        // One thread reads requests and runs the transfers: no hand-off between them.
+        // Each small-request engine thread reads its connections' requests and runs their
+        // transfers: no hand-off between them.
         let engine = self.engine
         // Before the socket is served: a client's new job cannot take a resumed job's id.
         resumeDurableJobs()
-        server.start { fd, onReadable in engine.watch(fd, onReadable: onReadable) }
+        server.start { thread, fd, onReadable in engine.watch(fd, onThread: thread, onReadable: onReadable) }
         log.notice("fetchd \(FetchdVersion.text) listening on \(socketPath)\(systemd.listenFD == nil ? "" : " (socket from systemd)")")
         systemd.notify("READY=1\nSTATUS=listening on \(socketPath)\nMAINPID=\(getpid())", log: log)
         watchdogTimer?.resume()

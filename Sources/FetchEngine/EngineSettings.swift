@@ -18,10 +18,14 @@ public struct EngineSettings: Sendable {
     /// read. When it names none, requests without a `proxy` tell libcurl so, and it no longer
     /// looks the variables up in the environment for every request.
     public var proxyFromEnvironment: Bool
+    /// Threads that run the requests with bodies in memory, each with its own multi handle
+    /// (and its share of the socket's connections); downloads and file uploads have one more.
+    public var smallRequestThreads: Int
 
     public init(caFile: String? = nil, userAgent: String = "fetchd", receiveBufferBytes: Int = 512 << 10,
                 maxCachedConnections: Int = 256, handlePoolSize: Int = 64, spinMicroseconds: Int = 40,
-                proxyFromEnvironment: Bool = EngineSettings.environmentNamesProxy()) {
+                proxyFromEnvironment: Bool = EngineSettings.environmentNamesProxy(),
+                smallRequestThreads: Int = EngineSettings.defaultSmallRequestThreads) {
         self.caFile = caFile
         self.userAgent = userAgent
         self.receiveBufferBytes = receiveBufferBytes
@@ -29,6 +33,12 @@ public struct EngineSettings: Sendable {
         self.handlePoolSize = handlePoolSize
         self.spinMicroseconds = spinMicroseconds
         self.proxyFromEnvironment = proxyFromEnvironment
+        self.smallRequestThreads = smallRequestThreads
+    }
+
+    /// Two on a machine with two or more cores, else one.
+    public static var defaultSmallRequestThreads: Int {
+        sysconf(Int32(_SC_NPROCESSORS_ONLN)) >= 2 ? 2 : 1
     }
 
     /// The variables libcurl reads for a proxy and its exceptions (either case).

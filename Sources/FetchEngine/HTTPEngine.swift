@@ -4,16 +4,20 @@ import FoundationEssentials
 import Glibc
 import Synchronization
 
-/// The HTTP engine: two threads, each owning a libcurl multi handle. `loop` runs every
-/// request whose body is in memory (the small ones, and the socket server beside them);
-/// `bulk` runs the transfers that stream a file, downloads and uploads from files, so a 1 GiB
-/// download's reads never make a small request wait for its turn: with four downloads on the
-/// one thread, small GETs at c=1 had p99 3.6-4.1 ms; with the downloads on another engine
-/// thread, 0.65-0.72 ms (docs/performance.md). Transfers are handed over from any thread;
-/// each thread's connections, DNS and TLS sessions are reused across the transfers it runs,
-/// and both use the same cookie jars.
+/// The HTTP engine: threads that each own a libcurl multi handle. The small-request threads
+/// (`loops`, `EngineSettings.smallRequestThreads` of them) run every request whose body is
+/// in memory, each beside its share of the socket server's connections, so a request read on
+/// one runs there with no hop between threads; `bulk` runs the transfers that stream a file,
+/// downloads and uploads from files, so a 1 GiB download's reads never make a small request
+/// wait for its turn: with four downloads on the one thread, small GETs at c=1 had p99
+/// 3.6-4.1 ms; with the downloads on another engine thread, 0.65-0.72 ms
+/// (docs/performance.md). Transfers are handed over from any thread; each thread's
+/// connections, DNS and TLS sessions are reused across the transfers it runs, and all of
+/// them use the same cookie jars.
 public final class HTTPEngine: Sendable {
-    let loop: EngineLoop
+    /// The small-request threads; the first also runs the cookie commands.
+    let loops: [EngineLoop]
+    var loop: EngineLoop { loops[0] }
     let bulk: EngineLoop
     /// Every download's hash runs on its own serial queue, and all of those on this one: at
     /// most one core hashes, however many downloads run, so the engine thread (and every
@@ -21,22 +25,37 @@ public final class HTTPEngine: Sendable {
     private let hashing = DispatchQueue(label: "fetchd.sha256")
 
     public init(settings: EngineSettings = EngineSettings()) {
-        let jars = SharedCookieJars(users: 2)
+        let count = max(1, settings.smallRequestThreads)
+        let jars = SharedCookieJars(users: count + 1)
         let observer = Locked<(@Sendable (String) -> Void)?>(nil)
-        loop = EngineLoop(settings: settings, jars: jars, cookieObserver: observer)
+        loops = (0..<count).map { _ in EngineLoop(settings: settings, jars: jars, cookieObserver: observer) }
         bulk = EngineLoop(settings: settings, jars: jars, cookieObserver: observer)
-        let (loop, bulk) = (self.loop, self.bulk)
-        NamedThread.start("fetchd-engine") { loop.run() }
+        for (index, loop) in loops.enumerated() {
+            NamedThread.start(index == 0 ? "fetchd-engine" : "fetchd-engine\(index + 1)") { loop.run() }
+        }
+        let bulk = self.bulk
         NamedThread.start("fetchd-bulk") { bulk.run() }
     }
 
-    /// The thread a request runs on: bulk when it streams a file.
+    /// How many threads run small requests (each can drive an event source: `watch`).
+    public var smallRequestThreads: Int { loops.count }
+
+    /// The small-request thread the caller runs on, if it is one.
+    private var currentLoop: EngineLoop? {
+        loops.count == 1 ? (loops[0].isCurrent ? loops[0] : nil) : loops.first(where: \.isCurrent)
+    }
+
+    /// The thread a request runs on: bulk when it streams a file; else the small-request
+    /// thread it was started on (the one that read it from its client: no hop), else the
+    /// one with the fewest transfers.
     private func thread(for request: HTTPRequest) -> EngineLoop {
         if case .file = request.destination { return bulk }
         switch request.body {
         case .file, .fileRange: return bulk
         case .multipart(let form) where !form.filePaths.isEmpty: return bulk
-        default: return loop
+        default:
+            if loops.count == 1 { return loops[0] }
+            return currentLoop ?? loops.min { $0.activeCount.load(ordering: .relaxed) < $1.activeCount.load(ordering: .relaxed) }!
         }
     }
 
@@ -48,7 +67,7 @@ public final class HTTPEngine: Sendable {
     }
 
     /// Whether the caller is one of the engine threads (work that may wait then goes elsewhere).
-    public var isEngineThread: Bool { loop.isCurrent || bulk.isCurrent }
+    public var isEngineThread: Bool { currentLoop != nil || bulk.isCurrent }
 
     public func assertOnEngineThread(file: StaticString = #fileID, line: UInt = #line) {
         assert(isEngineThread, "this must run on an engine thread", file: file, line: line)
@@ -104,35 +123,43 @@ public final class HTTPEngine: Sendable {
                         onProgress: onProgress, completion: completion)
     }
 
-    /// Waits on `fd` together with the transfers' sockets and calls `onReadable` on the
-    /// engine thread whenever it is readable, so another event source (an epoll set) can be
-    /// served by this thread with no hop between threads. `onReadable` must not block; what
-    /// it starts with `start` begins without a wake-up.
-    public func watch(_ fd: Int32, onReadable: @escaping @Sendable () -> Void) {
-        loop.submit(.watch(fd, onReadable))
+    /// Waits on `fd` together with the transfers' sockets of small-request thread `thread`
+    /// (0 up to `smallRequestThreads`) and calls `onReadable` there whenever it is readable,
+    /// so another event source (an epoll set) can be served by that thread with no hop
+    /// between threads. `onReadable` must not block; what it starts with `start` begins on
+    /// that thread without a wake-up.
+    public func watch(_ fd: Int32, onThread thread: Int = 0, onReadable: @escaping @Sendable () -> Void) {
+        loops[thread].submit(.watch(fd, onReadable))
     }
 
     /// Stops a queued or running transfer at once; its completion gets `.cancelled`.
     /// Unknown or finished ids are ignored.
     public func cancel(_ id: UInt64) {
-        // The id is on one of the two; the other ignores it.
-        loop.submit(.cancel(id))
+        // The id is on one of the threads; the others ignore it.
+        for loop in loops { loop.submit(.cancel(id)) }
         bulk.submit(.cancel(id))
     }
 
     /// Number of transfers in the multi handles right now.
-    public var activeTransfers: Int { loop.activeCount.load(ordering: .relaxed) + bulk.activeCount.load(ordering: .relaxed) }
+    public var activeTransfers: Int {
+        loops.reduce(bulk.activeCount.load(ordering: .relaxed)) { $0 + $1.activeCount.load(ordering: .relaxed) }
+    }
 
-    /// Transfers on the thread of small requests (and the socket server) right now: how busy
-    /// that thread is, for work that would otherwise run on it.
-    public var activeSmallTransfers: Int { loop.activeCount.load(ordering: .relaxed) }
+    /// Transfers on the caller's small-request thread right now (on any other thread: on the
+    /// busiest of them): how busy that thread is, for work that would otherwise run on it.
+    public var activeSmallTransfers: Int {
+        if let currentLoop { return currentLoop.activeCount.load(ordering: .relaxed) }
+        return loops.map { $0.activeCount.load(ordering: .relaxed) }.max() ?? 0
+    }
 
     /// Connections libcurl holds open right now, in use or cached for reuse.
-    public var openConnections: Int { fetchd_counter_load(loop.openSockets) + fetchd_counter_load(bulk.openSockets) }
+    public var openConnections: Int {
+        loops.reduce(fetchd_counter_load(bulk.openSockets)) { $0 + fetchd_counter_load($1.openSockets) }
+    }
 
     /// Cancels everything still running and stops the threads.
     public func shutdown() {
-        loop.submit(.stop)
+        for loop in loops { loop.submit(.stop) }
         bulk.submit(.stop)
     }
 }

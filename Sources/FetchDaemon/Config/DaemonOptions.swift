@@ -1,3 +1,4 @@
+import FetchEngine
 import FoundationEssentials
 import Glibc
 
@@ -22,6 +23,8 @@ public struct DaemonOptions: Sendable, Equatable {
     public var logDirectory: String?
     /// `--spin-us`: how long the engine polls before it sleeps.
     public var spinMicroseconds = 40
+    /// `--engine-threads`: threads that run small requests beside their connections.
+    public var engineThreads = EngineSettings.defaultSmallRequestThreads
     /// `--stubs`: stubs every request that names no set is matched against (set "default").
     public var stubsFile: String?
     /// `--offline`: a request no stub matches fails with stubMiss; nothing uses the network.
@@ -175,6 +178,12 @@ public struct DaemonOptions: Sendable, Equatable {
                "microseconds the engine keeps polling after work before it sleeps: lower latency for a little CPU (0 = sleep at once)") { o, v throws(UsageError) in
             guard let n = Int(v), (0...10_000).contains(n) else { throw UsageError(description: "--spin-us takes microseconds from 0 to 10000") }
             o.spinMicroseconds = n
+        },
+        Option("--engine-threads", "N", key: "engineThreads", field: \.engineThreads, default: "2 with 2 or more CPUs, else 1",
+               bounds: "1-16",
+               "engine threads for requests with bodies in memory, each serving its share of the socket's connections (downloads and file uploads have one more)") { o, v throws(UsageError) in
+            guard let n = Int(v), (1...16).contains(n) else { throw UsageError(description: "--engine-threads takes a whole number from 1 to 16") }
+            o.engineThreads = n
         },
         Option("--stubs", "FILE", key: "stubs", field: \.stubsFile, default: "none",
                "answer requests from these stubs (a HAR file, or a JSON array of addStub params): set \"default\", used by every request that names no other") { o, v throws(UsageError) in

@@ -44,7 +44,8 @@ final class Connection: Sendable {
 
     let id: UInt64
     let fd: Int32
-    private let loop: EventLoop
+    /// The loop (and so the thread) that serves this connection.
+    let loop: EventLoop
     private let hooks: Hooks
     private let state: Locked<State>
     // Event loop thread only.

@@ -7,13 +7,16 @@ import JSONRPC
 import Synchronization
 
 /// The Unix socket: created mode 0600, served to peers with our uid (or root) only, one
-/// epoll loop for every connection.
+/// epoll loop per engine thread that serves it: the first also accepts, and each new
+/// connection is served by the next loop in turn, on that loop's thread alone.
 final class SocketServer: Sendable {
     let path: String
     private let listenFD: Int32
     /// Whether the socket file is ours to remove at exit (not when systemd passed the socket).
     private let ownsPath: Bool
-    private let loop: EventLoop
+    /// One per thread that drives the server (`start`); the first accepts.
+    private let loops: [EventLoop]
+    private var loop: EventLoop { loops[0] }
     private let hooks: Connection.Hooks
     private let log: Logger
     /// The process behind each connection (jobEvent names it).
@@ -40,7 +43,8 @@ final class SocketServer: Sendable {
     /// replaced; any other file there is left alone and is an error.
     /// `passed`: a listening socket systemd made (socket activation), served as it is; its
     /// file is systemd's and stays when the daemon stops.
-    init(path: String, hooks: Connection.Hooks, log: Logger, passed: Int32? = nil, clients: ClientDirectory = ClientDirectory()) throws {
+    init(path: String, hooks: Connection.Hooks, log: Logger, passed: Int32? = nil, clients: ClientDirectory = ClientDirectory(),
+         threads: Int = 1) throws {
         self.path = path
         self.clients = clients
         self.hooks = hooks
@@ -53,7 +57,7 @@ final class SocketServer: Sendable {
             listenFD = try SocketServer.bindListener(at: path)
             ownsPath = true
         }
-        loop = try EventLoop()
+        loops = try (0..<max(1, threads)).map { _ in try EventLoop() }
     }
 
     /// Runs `block` on the thread that serves the socket (the watchdog's ping proves it runs).
@@ -63,17 +67,19 @@ final class SocketServer: Sendable {
 
     var connectionCount: Int { connections.withLock { $0.count } }
 
-    /// Waits on a descriptor and calls back on its own thread when it is readable.
-    typealias Driver = (_ fd: Int32, _ onReadable: @escaping @Sendable () -> Void) -> Void
+    /// Waits on a descriptor on thread `thread` (of the `threads` given at init) and calls
+    /// back there when it is readable.
+    typealias Driver = (_ thread: Int, _ fd: Int32, _ onReadable: @escaping @Sendable () -> Void) -> Void
 
-    /// Starts serving on the thread of `driver` (the engine's, so that a request read and
+    /// Starts serving on the threads of `driver` (the engine's, so that a request read and
     /// the transfer it starts need no hop between threads).
     func start(drivenBy driver: Driver) {
         loop.execute { [self] in
             loop.register(listenFD, events: FETCHD_EPOLLIN) { [self] _ in acceptAll() }
         }
-        let events = loop
-        driver(events.pollFD) { events.runReady() }
+        for (index, events) in loops.enumerated() {
+            driver(index, events.pollFD) { events.runReady() }
+        }
     }
 
     /// Stops accepting and removes the socket file; connections stay until `closeAll`.
@@ -93,13 +99,17 @@ final class SocketServer: Sendable {
     var allDrained: Bool { connections.withLock { $0.values.allSatisfy(\.isDrained) } }
 
     func closeAll() {
+        let all = connections.withLock { Array($0.values) }
         let done = DispatchSemaphore(value: 0)
-        loop.execute { [self] in
-            for connection in connections.withLock({ Array($0.values) }) { connection.forceClose() }
-            done.signal()
+        for events in loops {
+            // Each connection is closed on the thread of its own loop.
+            events.execute {
+                for connection in all where connection.loop === events { connection.forceClose() }
+                done.signal()
+            }
         }
-        done.wait()
-        loop.stop()
+        for _ in loops { done.wait() }
+        for events in loops { events.stop() }
     }
 
     // MARK: accepting (loop thread)
@@ -133,12 +143,14 @@ final class SocketServer: Sendable {
                     // A descriptor is free: a paused accept need not wait for its timer.
                     if let self, acceptPaused.load(ordering: .relaxed) { loop.execute { self.resumeAccepting() } }
                 })
-            let connection = Connection(id: id, fd: fd, loop: loop, hooks: connectionHooks)
+            let serving = loops[Int(id % UInt64(loops.count))]
+            let connection = Connection(id: id, fd: fd, loop: serving, hooks: connectionHooks)
             connections.withLock { $0[id] = connection }
             clients.opened(id, pid: peer.pid)
             acceptedTotal.add(1, ordering: .relaxed)
             log.debug("connection \(id) from pid \(peer.pid)")
-            connection.start()
+            // Its loop's handlers are that loop's thread's alone.
+            if serving === loop { connection.start() } else { serving.execute { connection.start() } }
         }
     }
 

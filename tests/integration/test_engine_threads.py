@@ -1,0 +1,92 @@
+"""Several small-request engine threads (--engine-threads, issue 23): each serves its share of
+the socket's connections with its own multi handle, and every client still sees one daemon:
+one cookie store, cancel and getJob from any connection, every request answered once."""
+import os
+import subprocess
+import time
+import unittest
+
+from harness import FETCHD_BIN, SMALL_TXT, Daemon, servers, wait_for
+from jobhelpers import collect, key, send_request
+
+
+def thread_names(pid):
+    names = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass
+    return names
+
+
+class TestEngineThreads(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = servers()
+
+    def test_the_flag_sets_how_many_threads_run_small_requests(self):
+        for n in (1, 2, 3):
+            daemon = Daemon("--engine-threads", str(n)).start()
+            try:
+                with daemon.client() as c:
+                    self.assertEqual(c.call("ping"), "pong")
+                names = thread_names(daemon.pid)
+                engines = sorted(x for x in names if x.startswith("fetchd-engine"))
+                self.assertEqual(engines, ["fetchd-engine"] + [f"fetchd-engine{i}" for i in range(2, n + 1)], names)
+                self.assertEqual(names.count("fetchd-bulk"), 1, names)
+            finally:
+                daemon.close()
+
+    def test_out_of_range_values_are_refused_at_start(self):
+        for value in ("0", "17", "two", "-1"):
+            r = subprocess.run([FETCHD_BIN, "--socket", "/nonexistent/x.sock", "--engine-threads", value],
+                               capture_output=True, text=True, timeout=20)
+            self.assertEqual(r.returncode, 2, (value, r.stderr))
+            self.assertIn("--engine-threads takes a whole number from 1 to 16", r.stderr, value)
+
+    def test_connections_on_different_threads_share_one_daemon(self):
+        daemon = Daemon("--engine-threads", "2").start()
+        try:
+            clients = [daemon.client() for _ in range(4)]  # connections go to the threads in turn
+            # One cookie store: a cookie set through one connection is sent through every other.
+            jar = key("jar")
+            r = clients[0].call("fetch", {"url": self.srv.test_url + "/set-cookie?shared=yes", "cookieJar": jar})
+            self.assertEqual(r["status"], 200)
+            for c in clients[1:]:
+                r = c.call("fetch", {"url": self.srv.test_url + "/cookies", "cookieJar": jar, "responseBody": "json"})
+                self.assertEqual(r["json"], {"cookie": "shared=yes"})
+            # cancel and getJob reach a job running on another thread.
+            job = key("slow")
+            rid = send_request(clients[1], "fetch", {"url": self.srv.test_url + "/slow-body?chunks=60&ms=100", "jobId": job})
+            wait_for(lambda: clients[2].call("getJob", {"jobId": job}).get("state") == "running", timeout=10)
+            self.assertEqual(clients[2].call("cancel", {"jobId": job}), {"cancelled": True})
+            answer = collect(clients[1], rid, timeout=10).answer
+            self.assertEqual(answer["error"]["code"], -32002, answer)
+            self.assertEqual(clients[3].call("getJob", {"jobId": job})["state"], "cancelled")
+            # Pipelined from every connection at once: each request answered once, to its own id.
+            url = self.srv.nginx_url + "/small.txt"
+            sent = {}
+            for i, c in enumerate(clients):
+                sent[i] = [send_request(c, "fetch", {"url": url}, req_id=f"c{i}-{n}") for n in range(150)]
+            for i, c in enumerate(clients):
+                got = {}
+                deadline = time.monotonic() + 60
+                while len(got) < len(sent[i]) and time.monotonic() < deadline:
+                    msg = c.recv(timeout=30)
+                    self.assertNotIn(msg.get("id"), got, f"answered twice: {msg.get('id')}")
+                    got[msg["id"]] = msg
+                self.assertEqual(sorted(got), sorted(sent[i]))
+                for msg in got.values():
+                    self.assertEqual((msg["result"]["status"], msg["result"]["body"]), (200, SMALL_TXT), msg)
+            status = clients[0].call("getStatus")
+            self.assertEqual(status["connections"], 4, status)
+            for c in clients:
+                c.close()
+        finally:
+            daemon.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
