@@ -34,6 +34,14 @@ void fetchd_sha256_hw_blocks(uint32_t state[8], const uint8_t *data, size_t bloc
     while (blocks--) {
         const __m128i abef = state0, cdgh = state1;
         __m128i w[16];
+        /* Unrolled whole, w[] lives in registers: at -O2 (what SwiftPM's release builds
+         * use) the loop stays a loop, and 1 GiB took 0.86-0.92 s of CPU here against
+         * 0.75-0.77 s unrolled. */
+#if defined(__clang__)
+#pragma clang loop unroll(full)
+#elif defined(__GNUC__)
+#pragma GCC unroll 16
+#endif
         for (int g = 0; g < 16; g++) {
             if (g < 4) {
                 w[g] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(data + 16 * g)), byteswap);
