@@ -21,7 +21,7 @@ public final class HTTPEngine: Sendable {
     let bulk: EngineLoop
     /// Every download's hash runs on its own serial queue, and all of those on this one: at
     /// most one core hashes, however many downloads run, so the engine thread (and every
-    /// small request it serves) keeps the other. One core hashes at about 2 GB/s here.
+    /// small request it serves) keeps the other. One core hashes 1 GiB in about 0.75 s here.
     private let hashing = DispatchQueue(label: "fetchd.sha256")
 
     public init(settings: EngineSettings = EngineSettings()) {
