@@ -6,8 +6,19 @@ import subprocess
 import time
 import unittest
 
-from harness import FETCHD_BIN, SMALL_TXT, Daemon, servers, wait_for
+from harness import FETCHD_BIN, SMALL_TXT, Daemon, RPCError, servers, wait_for
 from jobhelpers import collect, key, send_request
+
+
+def job_state(client, job_id):
+    """The job's state, or None while the daemon does not know it yet (its fetch was sent on
+    another connection and may not have been read yet)."""
+    try:
+        return client.call("getJob", {"jobId": job_id}).get("state")
+    except RPCError as e:
+        if e.code == -32602:
+            return None
+        raise
 
 
 def thread_names(pid):
@@ -60,7 +71,7 @@ class TestEngineThreads(unittest.TestCase):
             # cancel and getJob reach a job running on another thread.
             job = key("slow")
             rid = send_request(clients[1], "fetch", {"url": self.srv.test_url + "/slow-body?chunks=60&ms=100", "jobId": job})
-            wait_for(lambda: clients[2].call("getJob", {"jobId": job}).get("state") == "running", timeout=10)
+            wait_for(lambda: job_state(clients[2], job) == "running", timeout=10)
             self.assertEqual(clients[2].call("cancel", {"jobId": job}), {"cancelled": True})
             answer = collect(clients[1], rid, timeout=10).answer
             self.assertEqual(answer["error"]["code"], -32002, answer)

@@ -94,7 +94,12 @@ final class Connection: Sendable {
     /// Loop thread.
     func start() {
         let events = Self.readEvents
-        state.withLock { $0.interest = events }
+        // Started on its loop's thread, possibly after a shutdown's forceClose got there first.
+        guard state.withLock({ s -> Bool in
+            guard !s.closed else { return false }
+            s.interest = events
+            return true
+        }) else { return }
         hooks.opened(id, bodyBudget)
         loop.register(fd, events: events) { [self] events in handle(events) }
     }
