@@ -41,9 +41,7 @@ public final class HTTPEngine: Sendable {
     public var smallRequestThreads: Int { loops.count }
 
     /// The small-request thread the caller runs on, if it is one.
-    private var currentLoop: EngineLoop? {
-        loops.count == 1 ? (loops[0].isCurrent ? loops[0] : nil) : loops.first(where: \.isCurrent)
-    }
+    private var currentLoop: EngineLoop? { loops.first(where: \.isCurrent) }
 
     /// The thread a request runs on: bulk when it streams a file; else the small-request
     /// thread it was started on (the one that read it from its client: no hop), else the
@@ -54,7 +52,6 @@ public final class HTTPEngine: Sendable {
         case .file, .fileRange: return bulk
         case .multipart(let form) where !form.filePaths.isEmpty: return bulk
         default:
-            if loops.count == 1 { return loops[0] }
             return currentLoop ?? loops.min { $0.activeCount.load(ordering: .relaxed) < $1.activeCount.load(ordering: .relaxed) }!
         }
     }
@@ -149,7 +146,7 @@ public final class HTTPEngine: Sendable {
     /// busiest of them): how busy that thread is, for work that would otherwise run on it.
     public var activeSmallTransfers: Int {
         if let currentLoop { return currentLoop.activeCount.load(ordering: .relaxed) }
-        return loops.map { $0.activeCount.load(ordering: .relaxed) }.max() ?? 0
+        return loops.reduce(0) { max($0, $1.activeCount.load(ordering: .relaxed)) }
     }
 
     /// Connections libcurl holds open right now, in use or cached for reuse.
