@@ -32,7 +32,8 @@ def session_info(srv, sid):
 
 
 def job_state(client, job_id):
-    """getJob's state, or None while the job is not registered yet (a download starts in a task)."""
+    """getJob's state, or None while the job is not registered yet (a download starts in a task;
+    a fetch sent on another connection may not have been read yet)."""
     try:
         return client.call("getJob", {"jobId": job_id})["state"]
     except RPCError:
@@ -47,8 +48,9 @@ class TestGetJob(DaemonTestCase):
         job = key("gj")
         rid = send_request(self.c, "fetch", {"url": self.srv.test_url + SLOW, "jobId": job})
         with self.daemon.client() as c2:
-            live = wait_for(lambda: (lambda j: j if j["state"] == "running" else None)(self.get_job(job, c2)),
-                            timeout=5, message="the job never showed running")
+            # c2 may be read before self.c's fetch is (another engine thread): None until then.
+            wait_for(lambda: job_state(c2, job) == "running", timeout=5, message="the job never showed running")
+            live = self.get_job(job, c2)
             self.assertEqual(live, {"jobId": job, "state": "running", "durable": False, "restarts": 0})
             answer = collect(self.c, rid, timeout=10).answer
             self.assertEqual(answer["result"]["status"], 200, answer)
@@ -72,7 +74,7 @@ class TestGetJob(DaemonTestCase):
         cancelled = key("gjc")
         rid = send_request(self.c, "fetch", {"url": self.srv.test_url + SLOW, "jobId": cancelled})
         with self.daemon.client() as c2:
-            wait_for(lambda: self.get_job(cancelled, c2)["state"] == "running", timeout=5)
+            wait_for(lambda: job_state(c2, cancelled) == "running", timeout=5)
             self.assertEqual(c2.call("cancel", {"jobId": cancelled}), {"cancelled": True})
         collect(self.c, rid, timeout=5)
         got = self.get_job(cancelled)
@@ -452,7 +454,7 @@ class TestDurable(DurableCase):
         with second.client() as c:
             attached = send_request(c, "attach", {"jobId": job})
             with second.client() as c2:
-                wait_for(lambda: c2.call("getJob", {"jobId": job})["state"] == "running", timeout=5)
+                wait_for(lambda: job_state(c2, job) == "running", timeout=5)
                 self.assertEqual(c2.call("cancel", {"jobId": job}), {"cancelled": True})
             answer = collect(c, attached, timeout=5).answer
             self.assertEqual(answer["error"]["code"], -32002, answer)
