@@ -21,6 +21,9 @@ final class HTTPCache: Sendable {
     private let inFlight = Locked<[String: Flight]>([:])
     private let revalidating = Locked<Set<Int64>>([])
     private let transferIDs = Atomic<UInt64>(3 << 61)
+    /// Counts the stores that have finished writing: a lookup that missed compares it with
+    /// what it read before looking, so a store finishing in between is not missed (`lead`).
+    private let storesFinished = Atomic<UInt64>(0)
 
     struct Counters: Sendable {
         var hits = 0, misses = 0, revalidated = 0, stale = 0, collapsed = 0, bypassed = 0
@@ -97,23 +100,30 @@ final class HTTPCache: Sendable {
 
     // MARK: collapsing
 
+    /// What `lead` compares with: read it before the store is looked up.
+    var storeGeneration: UInt64 { storesFinished.load(ordering: .acquiring) }
+
     /// Joins the transfer in flight for `key`, or becomes it: true for the leader (it goes to
     /// the network and must call `finishCollapse`), false when `follower` was queued, or
-    /// (the answer is being stored) `again` will run once it is stored.
-    func lead(_ key: String, or follower: @escaping Follower, again: @escaping @Sendable () -> Void) -> Bool {
-        inFlight.withLock { map in
+    /// (the answer is being stored) `again` will run once it is stored, or (a store finished
+    /// since `seen`, which the lookup before may have missed) `again` runs now.
+    func lead(_ key: String, seen: UInt64, or follower: @escaping Follower, again: @escaping @Sendable () -> Void) -> Bool {
+        let (leader, lookAgain) = inFlight.withLock { map -> (Bool, Bool) in
             switch map[key] {
             case nil:
+                if storesFinished.load(ordering: .acquiring) != seen { return (false, true) }
                 map[key] = .transfer([])
-                return true
+                return (true, false)
             case .transfer(let followers)?:
                 map[key] = .transfer(followers + [follower])
-                return false
+                return (false, false)
             case .storing(let waiting)?:
                 map[key] = .storing(waiting + [again])
-                return false
+                return (false, false)
             }
         }
+        if lookAgain { again() }
+        return leader
     }
 
     /// The leader is done: its waiters get its response if they may share it, else nil.
@@ -142,8 +152,11 @@ final class HTTPCache: Sendable {
     /// Writes the answer's body and stores it (replacing the variant with the same Vary key).
     func store(key: CacheStage.Key, varyKey: String, stored: StoredResponse, body: [UInt8],
                replacing old: CacheStore.Entry?, then done: (@Sendable () -> Void)? = nil) {
-        blocking.execute { [store, log] in
-            defer { done?() }
+        blocking.execute { [self, store, log] in
+            defer {
+                storesFinished.add(1, ordering: .releasing)
+                done?()
+            }
             do {
                 let writer = try store.newBody()
                 writer.write(body)
@@ -163,8 +176,11 @@ final class HTTPCache: Sendable {
     /// the download had.
     func store(key: CacheStage.Key, varyKey: String, stored: StoredResponse, file: Int32, bytes: Int64,
                replacing old: CacheStore.Entry?) {
-        blocking.execute { [store, log] in
-            defer { close(file) }
+        blocking.execute { [self, store, log] in
+            defer {
+                close(file)
+                storesFinished.add(1, ordering: .releasing)
+            }
             do {
                 let writer = try store.newBody()
                 writer.copy(from: file)

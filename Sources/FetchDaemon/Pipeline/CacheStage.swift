@@ -235,6 +235,7 @@ final class CacheStage: Stage {
                                _ once: ReleaseOnce) {
         let headers = attempt.request.headers
         let now = cache.now()
+        let generation = cache.storeGeneration
         let found = cache.store.select(url: key.url, partition: key.partition, requestHeaders: headers)
         var toValidate: CacheStore.Entry? = nil
         if let entry = found {
@@ -283,7 +284,7 @@ final class CacheStage: Stage {
             return
         }
         let collapse = collapseKey(key, headers)
-        let leader = cache.lead(collapse, or: { shared in
+        let leader = cache.lead(collapse, seen: generation, or: { shared in
             if let shared, shared.body.count <= attempt.request.maxBodyBytes {
                 var response = shared
                 response.url = attempt.request.url
