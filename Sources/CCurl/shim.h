@@ -30,6 +30,12 @@ static inline CURLMcode fetchd_multi_setopt_long(CURLM *m, CURLMoption o, long v
 /* CURLMsg's data is a union; read it here. */
 static inline CURLcode fetchd_msg_result(CURLMsg *m) { return m->data.result; }
 
+/* The features this libcurl was built with (curl_version_info: CURL_VERSION_LIBZ, ...). */
+static inline int fetchd_curl_features(void) { return curl_version_info(CURLVERSION_NOW)->features; }
+static inline int fetchd_feature_libz(void) { return CURL_VERSION_LIBZ; }
+static inline int fetchd_feature_brotli(void) { return CURL_VERSION_BROTLI; }
+static inline int fetchd_feature_zstd(void) { return CURL_VERSION_ZSTD; }
+
 /* Constants that are macros Swift may not import. */
 static inline long fetchd_http_version_2tls(void) { return CURL_HTTP_VERSION_2TLS; }
 static inline long fetchd_http_version_1_1(void) { return CURL_HTTP_VERSION_1_1; }

@@ -48,12 +48,14 @@ final class EngineLoop: @unchecked Sendable {
     private var writing = 0
     private let jars: SharedCookieJars
     private let turns = FairTurns()
+    private let defaults: DefaultHeaders
 
     init(settings: EngineSettings, jars: SharedCookieJars, cookieObserver: Locked<(@Sendable (String) -> Void)?>) {
         _ = engineGlobalInit
         self.settings = settings
         self.jars = jars
         self.cookieObserver = cookieObserver
+        defaults = DefaultHeaders(userAgent: settings.userAgent)
         multi = curl_multi_init()
         fetchd_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxCachedConnections)
     }
@@ -175,7 +177,7 @@ final class EngineLoop: @unchecked Sendable {
             transfer.resumeAfterPause = { [weak self] in self?.submit(.unpause(id)) }
         }
         transfer.turns = turns
-        transfer.configure(easy, settings: settings)
+        transfer.configure(easy, settings: settings, defaults: defaults)
         fetchd_easy_count_sockets(easy, openSockets)
         jars.withJars { $0.attach(easy, jar: transfer.request.cookieJar) }
         active[transfer.id] = transfer

@@ -81,6 +81,11 @@ public struct HTTPRequest: Sendable {
     public func header(named name: String) -> String? {
         headers.first(where: { $0.name.caseInsensitiveEquals(name) })?.value
     }
+
+    /// Whether the request gives a header of this name, or removes it.
+    func namesHeader(_ name: String) -> Bool {
+        header(named: name) != nil || removedHeaders.contains(where: { $0.caseInsensitiveEquals(name) })
+    }
 }
 
 /// What libcurl needs to sign a request with AWS Signature Version 4. libcurl signs every hop

@@ -84,7 +84,7 @@ final class Transfer: @unchecked Sendable {
 
     // MARK: configuring the easy handle
 
-    func configure(_ easy: UnsafeMutableRawPointer, settings: EngineSettings) {
+    func configure(_ easy: UnsafeMutableRawPointer, settings: EngineSettings, defaults: DefaultHeaders) {
         self.easy = easy
         let me = Unmanaged.passUnretained(self).toOpaque()
         // Room for a typical response's headers at once, not grown one doubling at a time.
@@ -104,8 +104,12 @@ final class Transfer: @unchecked Sendable {
         case .http1_1?: setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_1_1()))
         case .http2?: setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_2()))
         }
-        fetchd_easy_setopt_str(easy, CURLOPT_ACCEPT_ENCODING, "")  // every encoding libcurl decodes
-        fetchd_easy_setopt_str(easy, CURLOPT_USERAGENT, settings.userAgent)
+        // Decodes every encoding libcurl can; the header itself is one of `defaults`' lines.
+        fetchd_easy_setopt_str(easy, CURLOPT_ACCEPT_ENCODING, "")
+        // A proxy's CONNECT carries no custom header lines: it gets the agent from here.
+        if request.proxy != nil || settings.proxyFromEnvironment {
+            fetchd_easy_setopt_str(easy, CURLOPT_USERAGENT, settings.userAgent)
+        }
         if let caFile = request.caFile ?? settings.caFile { fetchd_easy_setopt_str(easy, CURLOPT_CAINFO, caFile) }
         configureRouting(easy, settings: settings)
         if case .file = request.destination {
@@ -131,7 +135,7 @@ final class Transfer: @unchecked Sendable {
         }
 
         configureMethodAndBody(easy, me: me)
-        configureHeaders(easy)
+        configureHeaders(easy, defaults: defaults)
         if let signing = request.awsSigV4 {
             // The handle copies the strings. CURLOPT_UNRESTRICTED_AUTH stays off: a redirect
             // to another host is not signed.
@@ -212,8 +216,18 @@ final class Transfer: @unchecked Sendable {
     /// fewer reads and sends per byte.
     static let uploadBufferBytes = 512 << 10
 
-    private func configureHeaders(_ easy: UnsafeMutableRawPointer) {
+    private func configureHeaders(_ easy: UnsafeMutableRawPointer, defaults: DefaultHeaders) {
+        // A body never waits a second for "100 Continue" from servers that don't send it.
+        let noExpect = request.body != .none && request.header(named: "Expect") == nil
+        if request.headers.isEmpty && request.removedHeaders.isEmpty && !noExpect {
+            // Most requests: fetchd's own headers, in the list built once per engine thread.
+            fetchd_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, defaults.list)
+            return
+        }
         var list: UnsafeMutablePointer<curl_slist>? = nil
+        for (name, line) in defaults.lines where !request.namesHeader(name) {
+            list = curl_slist_append(list, line)
+        }
         for header in request.headers {
             // "Name;" is libcurl's way to send a header with an empty value.
             let line = header.value.isEmpty ? "\(header.name);" : "\(header.name): \(header.value)"
@@ -221,12 +235,9 @@ final class Transfer: @unchecked Sendable {
         }
         // "Name:" is libcurl's way to leave out a header it would add itself.
         for name in request.removedHeaders { list = curl_slist_append(list, "\(name):") }
-        // A body never waits a second for "100 Continue" from servers that don't send it.
-        if request.body != .none && request.header(named: "Expect") == nil {
-            list = curl_slist_append(list, "Expect:")
-        }
+        if noExpect { list = curl_slist_append(list, "Expect:") }
         headerList = list
-        if let list { fetchd_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list) }
+        fetchd_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list)
     }
 
     private func setLong(_ option: CURLoption, _ value: Int) {

@@ -3,6 +3,7 @@ for echoing requests, redirects, slow answers, resets, encodings."""
 import base64
 import json
 import os
+import subprocess
 import time
 import unittest
 from urllib.parse import parse_qsl, quote
@@ -452,6 +453,37 @@ class TestResponseBody(FetchCase):
         r, e = self.echo({"url": self.srv.test_url + "/echo"})
         ae = ",".join(header_values(e, "Accept-Encoding")).lower()
         self.assertIn("gzip", ae)
+
+    def test_default_request_headers(self):
+        # fetchd's own three, once each, right after Host and in libcurl's order; the
+        # encodings are exactly what libcurl offers for CURLOPT_ACCEPT_ENCODING "" (curl
+        # --compressed, against the same server).
+        _, e = self.echo({"url": self.srv.test_url + "/echo"})
+        names = [k.lower() for k, _ in e["headers"]]
+        self.assertEqual(names, ["host", "user-agent", "accept", "accept-encoding"], e["headers"])
+        self.assertTrue(header_values(e, "User-Agent")[0].startswith("fetchd/"), e["headers"])
+        self.assertEqual(header_values(e, "Accept"), ["*/*"])
+        out = subprocess.run(["curl", "-s", "--compressed", self.srv.test_url + "/echo"],
+                             capture_output=True, timeout=30, check=True).stdout
+        curls = header_values(json.loads(out), "Accept-Encoding")
+        self.assertEqual(header_values(e, "Accept-Encoding"), curls)
+
+    def test_own_headers_replace_the_defaults(self):
+        # Given, removed, or given in another case: never sent twice; gzip still decoded.
+        _, e = self.echo({"url": self.srv.test_url + "/echo",
+                          "headers": {"user-agent": "me/1", "Accept": None, "ACCEPT-ENCODING": "gzip", "X-A": "b"}})
+        self.assertEqual(header_values(e, "User-Agent"), ["me/1"])
+        self.assertEqual(header_values(e, "Accept"), [])
+        self.assertEqual(header_values(e, "Accept-Encoding"), ["gzip"])
+        self.assertEqual(header_values(e, "X-A"), ["b"])
+        r = self.fetch({"url": self.srv.test_url + "/gzip", "headers": {"Accept-Encoding": "gzip"}})
+        self.assertEqual(r.get("body"), testserver.GZIP_TEXT)
+        # With a body: the defaults stay, and no Expect goes out.
+        _, e = self.echo({"url": self.srv.test_url + "/echo", "method": "POST", "body": "x=1"})
+        self.assertEqual(len(header_values(e, "User-Agent")), 1, e["headers"])
+        self.assertEqual(header_values(e, "Accept"), ["*/*"])
+        self.assertEqual(len(header_values(e, "Accept-Encoding")), 1, e["headers"])
+        self.assertEqual(header_values(e, "Expect"), [])
 
     def test_multi_headers_joined(self):
         r = self.fetch({"url": self.srv.test_url + "/headers-multi", "cookieJar": False})
