@@ -96,7 +96,8 @@ public final class Daemon: Sendable {
         let durable = DurableStore(directory: options.stateDirectory(environment: environment), log: log,
                                    onForbiddenThread: { [engine] in engine.isEngineThread })
         self.durable = durable
-        let cache = try HTTPCache.open(options: options, environment: environment, blocking: blocking, engine: engine, log: log, httpLog: httpLog)
+        let cache = try HTTPCache.open(options: options, environment: environment, blocking: blocking, engine: engine,
+                                       gate: HostGate(admission: admission, shared: shared), log: log, httpLog: httpLog)
         let jobs = JobRegistry(services: JobServices(
             engine: engine, admission: admission, credentials: credentials, httpLog: httpLog, log: log,
             answers: WorkerThreads(name: "fetchd-answers", count: 1, burst: { cork.around($0) }),

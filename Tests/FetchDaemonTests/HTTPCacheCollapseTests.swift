@@ -14,7 +14,8 @@ final class HTTPCacheCollapseTests: XCTestCase {
         let log = Logger(minimum: .error)
         let engine = HTTPEngine()
         let cache = HTTPCache(store: try CacheStore(directory: dir, maxBytes: 1 << 20),
-                              blocking: WorkerThreads(name: "test-blocking", count: 2), engine: engine, log: log,
+                              blocking: WorkerThreads(name: "test-blocking", count: 2), engine: engine,
+                              gate: HostGate(admission: HostAdmission(scheduler: HostScheduler()), shared: nil), log: log,
                               httpLog: HTTPLog(defaultDirectory: dir + "/logs", log: log))
         return (cache, engine)
     }

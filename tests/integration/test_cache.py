@@ -20,7 +20,7 @@ import urllib.request
 import subprocess
 
 from harness import REPO, Daemon, DaemonTestCase, RPCError, servers, wait_for
-from jobhelpers import key
+from jobhelpers import key, send_request
 
 
 def origin(name, **q):
@@ -58,6 +58,15 @@ class CacheCase(DaemonTestCase):
 
     def twice(self, url, **params):
         return self.get(url, **params), self.get(url, **params)
+
+    def stored_stale_while_revalidate(self, k):
+        """The URL of an answer stored already stale, within stale-while-revalidate (ETag "E")."""
+        url = origin(k, cc="max-age=1, stale-while-revalidate=600", age="5", etag="E",
+                     **{"304-cc": "max-age=600"})
+        before = self.c.call("getCacheStats")["entries"]
+        self.get(url)
+        wait_for(lambda: self.c.call("getCacheStats")["entries"] > before, message="the answer stored")
+        return url
 
 
 class TestStoring(CacheCase):
@@ -255,11 +264,7 @@ class TestVary(CacheCase):
 class TestStale(CacheCase):
     def test_stale_while_revalidate_serves_stale_and_revalidates_once(self):
         k = key("swr")
-        url = origin(k, cc="max-age=1, stale-while-revalidate=600", age="5", etag="E",
-                     **{"304-cc": "max-age=600"})
-        before = self.c.call("getCacheStats")["entries"]
-        self.get(url)
-        wait_for(lambda: self.c.call("getCacheStats")["entries"] > before, message="the answer stored")
+        url = self.stored_stale_while_revalidate(k)
         second = self.get(url)
         self.assertEqual(second["cache"], "stale", second)
         self.assertEqual(second["status"], 200)
@@ -290,6 +295,38 @@ class TestStale(CacheCase):
         second = self.get(url, retry=False)
         self.assertEqual(second["status"], 503, second)
         self.assertEqual(second["cache"], "miss", second)
+
+
+class TestRevalidationLimits(CacheCase):
+    """A background revalidation waits for its host's limits as an attempt does."""
+
+    def host_state(self):
+        want = f"http://127.0.0.1:{self.srv.test_port}"
+        return next((h for h in self.c.call("getRateLimits")["hosts"] if h["host"] == want),
+                    {"running": 0, "queued": 0})
+
+    def test_stale_while_revalidate_waits_for_the_host_limit(self):
+        k = key("swrlimit")
+        url = self.stored_stale_while_revalidate(k)
+        port = self.srv.test_port
+        self.c.call("setRateLimit", {"host": f"127.0.0.1:{port}", "maxConcurrent": 1})
+        holder = self.daemon.client()
+        try:
+            send_request(holder, "fetch", {"url": self.srv.test_url + "/slow-headers?ms=20000",
+                                           "jobId": "swr-holder", "retry": False, "cache": "no-store"})
+            wait_for(lambda: self.host_state()["running"] == 1, message="the slot held")
+            # Served stale at once (the cache comes before the limits); the revalidation queues.
+            self.assertEqual(self.get(url)["cache"], "stale")
+            wait_for(lambda: self.host_state()["queued"] == 1, message="the revalidation waiting for the slot")
+            self.assertEqual(origin_count(k), 1, origin_log(k))
+            self.assertEqual(self.c.call("cancel", {"jobId": "swr-holder"}), {"cancelled": True})
+            wait_for(lambda: origin_count(k) >= 2, message="the revalidation after the slot was given back")
+            self.assertEqual(origin_log(k)["requests"][1]["ifNoneMatch"], '"E"')
+            wait_for(lambda: (self.host_state()["running"], self.host_state()["queued"]) == (0, 0),
+                     message="its slot given back too")
+        finally:
+            holder.close()
+            self.c.call("setRateLimit", {"host": f"127.0.0.1:{port}", "maxConcurrent": None})
 
 
 class TestInvalidation(CacheCase):

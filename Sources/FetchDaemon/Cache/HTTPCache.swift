@@ -11,6 +11,8 @@ final class HTTPCache: Sendable {
     let store: CacheStore
     let blocking: WorkerThreads
     let engine: HTTPEngine
+    /// The hosts' limits, which background revalidations wait for as attempts do.
+    let gate: HostGate
     let log: Logger
     /// Answers from the store are recorded for HTTP logs when they are on.
     let httpLog: HTTPLog
@@ -40,11 +42,12 @@ final class HTTPCache: Sendable {
         case storing([@Sendable () -> Void])
     }
 
-    init(store: CacheStore, blocking: WorkerThreads, engine: HTTPEngine, log: Logger, httpLog: HTTPLog,
+    init(store: CacheStore, blocking: WorkerThreads, engine: HTTPEngine, gate: HostGate, log: Logger, httpLog: HTTPLog,
          now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
         self.store = store
         self.blocking = blocking
         self.engine = engine
+        self.gate = gate
         self.log = log
         self.httpLog = httpLog
         self.now = now
@@ -52,7 +55,7 @@ final class HTTPCache: Sendable {
 
     /// The daemon's cache, or nil without --cache-dir (or with --no-cache).
     static func open(options: DaemonOptions, environment: [String: String], blocking: WorkerThreads, engine: HTTPEngine,
-                     log: Logger, httpLog: HTTPLog) throws -> HTTPCache? {
+                     gate: HostGate, log: Logger, httpLog: HTTPLog) throws -> HTTPCache? {
         guard let (directory, isDefault) = options.cacheDirectory(environment: environment) else { return nil }
         do {
             // mkdir -p of what is above it, 0700 as XDG asks of ~/.cache.
@@ -71,7 +74,7 @@ final class HTTPCache: Sendable {
             }
             let counts = store.counts
             log.info("HTTP cache in \(directory): \(counts.entries) response(s), \(counts.bytes) bytes")
-            return HTTPCache(store: store, blocking: blocking, engine: engine, log: log, httpLog: httpLog)
+            return HTTPCache(store: store, blocking: blocking, engine: engine, gate: gate, log: log, httpLog: httpLog)
         } catch where isDefault {
             // The default place (nobody asked for it) not usable: run without a cache, and say so.
             log.warning("no HTTP cache: \(error) (--cache-dir DIR to choose one, --no-cache to say none)")
@@ -203,8 +206,11 @@ final class HTTPCache: Sendable {
     // MARK: stale-while-revalidate
 
     /// One conditional request in the background for a stale entry served now; its answer
-    /// updates (304) or replaces (200) the entry. At most one per entry at a time.
-    func revalidateInBackground(_ entry: CacheStore.Entry, request: HTTPRequest, varyKey: String) {
+    /// updates (304) or replaces (200) the entry. At most one per entry at a time. It waits
+    /// for its host's limits as the job's own attempt would (at `priority`), and a 429 or 503
+    /// with Retry-After pauses the host, for at most `maxPause` seconds.
+    func revalidateInBackground(_ entry: CacheStore.Entry, request: HTTPRequest, varyKey: String, host: HostKey,
+                                priority: Int, maxPause: Double) {
         guard revalidating.withLock({ $0.insert(entry.id).inserted }) else { return }
         // The entry may have been read before another revalidation updated it and left: the
         // store then holds the newer answer, and this one is not asked again.
@@ -219,11 +225,30 @@ final class HTTPCache: Sendable {
         conditional.bodyBudget = nil
         conditional.recordsExchange = false
         conditional.destination = .memory
+        let ticket = HostScheduler.Ticket(id: transferIDs.add(1, ordering: .relaxed).newValue, host: host, priority: priority)
+        gate.admit(ticket) { [self, conditional] admitted in
+            guard admitted else {
+                _ = revalidating.withLock { $0.remove(entry.id) }
+                return
+            }
+            revalidate(entry, conditional, varyKey: varyKey, ticket: ticket, maxPause: maxPause)
+        }
+    }
+
+    /// The revalidation, once its host has taken it.
+    private func revalidate(_ entry: CacheStore.Entry, _ conditional: HTTPRequest, varyKey: String,
+                            ticket: HostScheduler.Ticket, maxPause: Double) {
         let sentHeaders = conditional.headers
         let sentAt = now()
         do {
-            try engine.start(conditional, id: transferIDs.add(1, ordering: .relaxed).newValue) { [self] outcome in
+            try engine.start(conditional, id: ticket.id) { [self] outcome in
                 let receivedAt = now()
+                gate.finished(ticket)
+                if case .success(let response) = outcome,
+                   let pause = gate.pauseForRetryAfter(response.status, response.headers, host: ticket.host,
+                                                       sharedHost: false, maxSeconds: maxPause) {
+                    log.info("pausing \(ticket.host) for \(pause) s: status \(response.status) with Retry-After")
+                }
                 blocking.execute { [self] in
                     defer { _ = revalidating.withLock { $0.remove(entry.id) } }
                     guard case .success(let response) = outcome else { return }
@@ -242,6 +267,7 @@ final class HTTPCache: Sendable {
                 }
             }
         } catch {
+            gate.finished(ticket)
             _ = revalidating.withLock { $0.remove(entry.id) }
         }
     }

@@ -245,7 +245,9 @@ final class CacheStage: Stage {
             } else if job.spec.kind == .download {
                 cache.store.touch(entry)
                 if reuse == .staleWhileRevalidate {
-                    cache.revalidateInBackground(entry, request: attempt.request, varyKey: entry.varyKey)
+                    cache.revalidateInBackground(entry, request: attempt.request, varyKey: entry.varyKey,
+                                                 host: HostLimitStage.host(attempt, job), priority: job.spec.model.priority,
+                                                 maxPause: job.spec.retryPolicy.maxInterval)
                 }
                 return substitute(entry, attempt, job, cache, reuse == .fresh ? .hit : .stale, once)
             } else if entry.bodyBytes <= attempt.request.maxBodyBytes {
@@ -258,7 +260,9 @@ final class CacheStage: Stage {
                 cache.store.touch(entry)
                 let response = served(entry, body: body, url: attempt.request.url, now: now)
                 if reuse == .staleWhileRevalidate {
-                    cache.revalidateInBackground(entry, request: attempt.request, varyKey: entry.varyKey)
+                    cache.revalidateInBackground(entry, request: attempt.request, varyKey: entry.varyKey,
+                                                 host: HostLimitStage.host(attempt, job), priority: job.spec.model.priority,
+                                                 maxPause: job.spec.retryPolicy.maxInterval)
                 }
                 answer(attempt, job, cache, response, reuse == .fresh ? .hit : .stale, once, entry: entry)
                 return

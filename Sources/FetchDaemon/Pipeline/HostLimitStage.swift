@@ -11,10 +11,12 @@ final class HostLimitStage: Stage {
     let shared: SharedAdmission?
     let log: Logger
     let metrics: Metrics
+    private let gate: HostGate
 
     init(admission: HostAdmission, shared: SharedAdmission?, log: Logger, metrics: Metrics) {
         self.admission = admission
         self.shared = shared
+        gate = HostGate(admission: admission, shared: shared)
         self.log = log
         self.metrics = metrics
     }
@@ -70,15 +72,10 @@ final class HostLimitStage: Stage {
         let host = Self.host(attempt, job)
         let sharedHost = shared?.finished(Self.ticket(attempt, job)) ?? false
         if !sharedHost { admission.finished(host) }
-        guard case .success(let answer) = outcome, RetryPolicy.retryAfterStatuses.contains(answer.status),
-              let retryAfter = answer.headers.last(named: "Retry-After"),
-              let seconds = RetryAfter.seconds(from: retryAfter, now: Date()), seconds > 0 else { return }
-        let pause = min(seconds, job.spec.retryPolicy.maxInterval)
-        if let shared, sharedHost || admission.limit(for: host).shared {
-            shared.pause(host, seconds: pause)
-        } else {
-            admission.pause(host, seconds: pause)
-        }
+        guard case .success(let answer) = outcome,
+              let pause = gate.pauseForRetryAfter(
+                answer.status, answer.headers, host: host, sharedHost: sharedHost,
+                maxSeconds: job.spec.retryPolicy.maxInterval) else { return }
         metrics.count(.retryAfterPauses)
         log.info("pausing \(host) for \(pause) s: status \(answer.status) with Retry-After")
     }

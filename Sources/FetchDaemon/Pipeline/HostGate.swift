@@ -1,0 +1,55 @@
+import FetchEngine
+import FoundationEssentials
+
+/// Every host's limits, as the requests that are no job's attempt meet them (the cache's
+/// background revalidations): such a request waits its turn as an attempt would, locally or
+/// through Redis, gives its slot back when it ends, and its 429 or 503 with Retry-After
+/// pauses the host for everyone. `HostLimitStage` admits the attempts themselves (with holds
+/// a job can cancel) and shares `pauseForRetryAfter` with it.
+struct HostGate: Sendable {
+    let admission: HostAdmission
+    /// Hosts whose limit is `shared` are admitted through Redis (`--redis`).
+    let shared: SharedAdmission?
+
+    /// Calls `then(true)` once the ticket's host takes the request (at once when it has room),
+    /// or `then(false)` when its queue is full or the wait failed. After `true`, the caller
+    /// calls `finished` when the request ends.
+    func admit(_ ticket: HostScheduler.Ticket, then: @escaping @Sendable (Bool) -> Void) {
+        if let shared, case let limit = admission.limit(for: ticket.host), limit.shared {
+            shared.enqueue(ticket, limit: limit) { result in then(result.isSuccess) }
+            return
+        }
+        if admission.startNow(ticket) { return then(true) }
+        do {
+            try admission.enqueue(ticket) { result in then(result.isSuccess) }
+        } catch {
+            then(false)
+        }
+    }
+
+    /// The admitted request ended: its host may take another.
+    func finished(_ ticket: HostScheduler.Ticket) {
+        let sharedHost = shared?.finished(ticket) ?? false
+        if !sharedHost { admission.finished(ticket.host) }
+    }
+
+    /// A 429 or 503 with a Retry-After in the future pauses the host for every client (for
+    /// every daemon, when its limit is shared), for at most `maxSeconds`. The pause's length,
+    /// or nil for any other answer.
+    func pauseForRetryAfter(_ status: Int, _ headers: [HTTPHeader], host: HostKey, sharedHost: Bool,
+                            maxSeconds: Double) -> Double? {
+        guard RetryPolicy.retryAfterStatuses.contains(status), let retryAfter = headers.last(named: "Retry-After"),
+              let seconds = RetryAfter.seconds(from: retryAfter, now: Date()), seconds > 0 else { return nil }
+        let pause = min(seconds, maxSeconds)
+        if let shared, sharedHost || admission.limit(for: host).shared {
+            shared.pause(host, seconds: pause)
+        } else {
+            admission.pause(host, seconds: pause)
+        }
+        return pause
+    }
+}
+
+private extension Result {
+    var isSuccess: Bool { if case .success = self { true } else { false } }
+}
