@@ -210,6 +210,12 @@ public final class Daemon: Sendable {
         guard !records.isEmpty else { return }
         var resumed = 0
         for record in records {
+            if record.crashes >= DurableStore.maxCrashes {
+                log.error("durable job \(record.jobID) not resumed: the daemon died while it was unfinished "
+                          + "\(record.crashes) times in a row (it may be what kills it); removed from \(durable.databasePath)")
+                durable.remove(jobID: record.jobID)
+                continue
+            }
             do {
                 try resumeDurable(record)
                 resumed += 1
@@ -262,6 +268,7 @@ public final class Daemon: Sendable {
         waitUntil(seconds: running.withLock { $0.shutdownGraceSeconds }) { self.jobs.liveCount == 0 }
         jobs.cancelAll(by: .shutdown)
         waitUntil(seconds: 5) { self.jobs.liveCount == 0 && self.server.allDrained }
+        durable.stoppedCleanly()
         httpLog.flush()
         server.closeAll()
         cookieFile?.stop()

@@ -87,6 +87,28 @@ final class DurableStoreTests: XCTestCase {
         XCTAssertEqual(again.unfinished().first?.restarts, 1)
     }
 
+    func testDeathsInARowAreCountedAndACleanStopForgetsThem() throws {
+        let dir = temporaryDirectory() + "/state"
+        DurableStore(directory: dir, log: Logger(minimum: .error)).stoppedCleanly()
+        XCTAssertEqual(access(dir, F_OK), -1, "a clean stop without a store makes none")
+        let store = DurableStore(directory: dir, log: Logger(minimum: .error))
+        try store.save(record("d"))
+        // Each next daemon reads it still live (the one before died), and saves it as it resumes.
+        var crashes: [Int] = []
+        for _ in 0..<3 {
+            let next = DurableStore(directory: dir, log: Logger(minimum: .error))
+            let row = try XCTUnwrap(next.unfinished().first)
+            crashes.append(row.crashes)
+            try next.save(row)
+        }
+        XCTAssertEqual(crashes, [1, 2, 3])
+        let stopping = DurableStore(directory: dir, log: Logger(minimum: .error))
+        stopping.stoppedCleanly()
+        XCTAssertEqual(DurableStore(directory: dir, log: Logger(minimum: .error)).unfinished().first?.crashes, 0,
+                       "after a clean stop the count starts again")
+        XCTAssertEqual(DurableStore.maxCrashes, 5)
+    }
+
     func testAStoreOfSchema1IsMigratedInPlace() throws {
         let dir = temporaryDirectory()
         let path = dir + "/" + DurableStore.databaseName
@@ -109,6 +131,7 @@ final class DurableStoreTests: XCTestCase {
         XCTAssertEqual(rows.first?.sessionURL, "http://h/s")
         XCTAssertEqual(rows.first?.retry, DurableStore.Retry(), "no retry state before schema 2: none used")
         XCTAssertEqual(rows.first?.started, 1_700_000_000, "its first start: when it was written down")
+        XCTAssertEqual(rows.first?.crashes, 0, "rows from before schema 3 count as stopped cleanly")
         let names = try FileManager.default.contentsOfDirectory(atPath: dir)
         XCTAssertEqual(names.filter { $0.contains("corrupt") }, [], "migrated, not moved aside")
         store.saveRetry(jobID: "old", DurableStore.Retry(attempts: 1, failures: 1, waited: 1.5, jitter: 0.5))

@@ -285,6 +285,47 @@ class TestDurable(DurableCase):
         self.assertEqual(log[1]["status"], 206, log)
         wait_for(lambda: job not in self.rows(), timeout=5, message="the job's row outlived the job")
 
+    def test_a_job_the_daemon_died_during_five_times_in_a_row_is_dropped(self):
+        # A job that kills its daemon would kill every daemon after it: after the fifth death
+        # in a row it is not resumed. A SIGTERM stop is no death, and starts the count again.
+        job = key("crashy")
+        d = self.daemon("--shutdown-grace", "0")
+        with d.client() as c:
+            # Every attempt waits a minute for its headers: the job is unfinished in every daemon.
+            send_request(c, "download", {"url": self.srv.test_url + "/slow-headers?ms=60000", "jobId": job,
+                                         "path": os.path.join(self.out_dir, "crashy.bin"), "durable": True})
+            wait_for(lambda: job in self.rows(), timeout=5, message="the job was never written down")
+        restarts = 0
+
+        def next_daemon():
+            nonlocal restarts
+            n = self.daemon("--shutdown-grace", "0")
+            restarts += 1
+            with n.client() as c2:
+                got = c2.call("getJob", {"jobId": job})
+            self.assertEqual((got["durable"], got["restarts"]), (True, restarts), got)
+            self.assertIn("resumed 1 durable job(s)", n.stderr_text())
+            return n
+
+        for _ in range(2):
+            self.kill_9(d)
+            d = next_daemon()
+        self.assertEqual(d.stop(), 0)  # SIGTERM: the job stays, and this stop is not counted
+        self.assertIn(job, self.rows())
+        d = next_daemon()
+        for _ in range(4):
+            self.kill_9(d)
+            d = next_daemon()
+        self.kill_9(d)  # the fifth death in a row
+        last = self.daemon()
+        with last.client() as c3:
+            with self.assertRaises(RPCError) as e:
+                c3.call("getJob", {"jobId": job})
+            self.assertEqual(e.exception.code, -32602)
+        self.assertIn(f"durable job {job} not resumed: the daemon died while it was unfinished 5 times in a row",
+                      last.stderr_text())
+        self.assertNotIn(job, self.rows())
+
     def test_state_dir_with_open_mode_is_refused(self):
         os.makedirs(self.state, mode=0o755)
         os.chmod(self.state, 0o755)
@@ -790,14 +831,14 @@ class TestDurableRetries(DurableCase):
         self.assertEqual(result["sha256"], hashlib.sha256(testserver.det_bytes(size)).hexdigest(), result)
         self.assertEqual(got["restarts"], 1, got)
         self.assertEqual([n for n in os.listdir(self.state) if "corrupt" in n], [], "the store was moved aside")
-        self.assertIn(f"durable job store {self.store_path()}: schema 1 migrated to schema 2", second.stderr_text())
+        self.assertIn(f"durable job store {self.store_path()}: schema 1 migrated to schema 3", second.stderr_text())
         db = sqlite3.connect(f"file:{self.store_path()}?mode=ro", uri=True, timeout=5)
         try:
-            self.assertEqual(db.execute("PRAGMA user_version").fetchone(), (2,))
+            self.assertEqual(db.execute("PRAGMA user_version").fetchone(), (3,))
             columns = [r[1] for r in db.execute("PRAGMA table_info(jobs)")]
         finally:
             db.close()
-        for column in ("attempts", "failures", "waited", "jitter", "started"):
+        for column in ("attempts", "failures", "waited", "jitter", "started", "crashes", "live"):
             self.assertIn(column, columns)
         if old_bin:
             self.assertTrue(result["resumed"], result)

@@ -37,7 +37,14 @@ final class DurableStore: Sendable {
         /// When the job first started (wall clock, seconds since 1970): `retry.maxElapsed`
         /// counts from there across restarts.
         var started: Double = DurableStore.wallClock()
+        /// How many daemons in a row died (kill -9, a crash, power lost: any end but a
+        /// SIGTERM's shutdown) while the job was unfinished, the one just before included.
+        var crashes = 0
     }
+
+    /// A job the daemon died during this many times in a row is not resumed again: a job
+    /// that crashes the daemon would otherwise crash every daemon after it.
+    static let maxCrashes = 5
 
     /// A job's retry state as written down: a resumed job goes on from it.
     struct Retry: Sendable, Equatable {
@@ -54,9 +61,9 @@ final class DurableStore: Sendable {
     /// every header whose name says it carries a credential (`isCredentialHeader`).
     static let secretHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
     static let databaseName = "jobs.db"
-    /// The schema this daemon writes (`PRAGMA user_version`). Schema 1 (no retry state) is
-    /// migrated in place at open (`migrations`).
-    static let schemaVersion: Int64 = 2
+    /// The schema this daemon writes (`PRAGMA user_version`). Schemas 1 (no retry state) and
+    /// 2 (no crash count) are migrated in place at open (`migrations`).
+    static let schemaVersion: Int64 = 3
     /// What turns a store of schema N into one of schema N + 1 (index 0: 1 -> 2), run in one
     /// transaction with the new user_version.
     static let migrations = [
@@ -67,6 +74,12 @@ final class DurableStore: Sendable {
         ALTER TABLE jobs ADD COLUMN jitter REAL;
         ALTER TABLE jobs ADD COLUMN started REAL;
         UPDATE jobs SET started = created;
+        """,
+        // `live`: 1 from the job's save until a daemon's clean stop (0), so the next daemon
+        // can tell a death from a stop. Rows from before count as stopped cleanly.
+        """
+        ALTER TABLE jobs ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE jobs ADD COLUMN live INTEGER NOT NULL DEFAULT 0;
         """,
     ]
 
@@ -128,16 +141,16 @@ final class DurableStore: Sendable {
         try saving {
             try $0.query("""
                 INSERT INTO jobs (job_id, method, params, restarts, session_url, created, updated,
-                                  attempts, failures, waited, jitter, started)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                  attempts, failures, waited, jitter, started, crashes, live)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
                 ON CONFLICT (job_id) DO UPDATE SET method = excluded.method, params = excluded.params,
                     restarts = excluded.restarts, session_url = excluded.session_url, updated = excluded.updated,
                     attempts = excluded.attempts, failures = excluded.failures, waited = excluded.waited,
-                    jitter = excluded.jitter, started = excluded.started
+                    jitter = excluded.jitter, started = excluded.started, crashes = excluded.crashes, live = 1
                 """, [.text(record.jobID), .text(record.method), .text(String(decoding: JSONCodec.encode(record.params), as: UTF8.self)),
                       .integer(Int64(record.restarts)), record.sessionURL.map { .text($0) } ?? .null, .integer(now), .integer(now),
                       .integer(Int64(retry.attempts)), .integer(Int64(retry.failures)), .real(retry.waited),
-                      retry.jitter.map { .real($0) } ?? .null, .real(record.started)])
+                      retry.jitter.map { .real($0) } ?? .null, .real(record.started), .integer(Int64(record.crashes))])
         }
     }
 
@@ -178,6 +191,19 @@ final class DurableStore: Sendable {
         }
     }
 
+    /// The daemon stops cleanly (SIGTERM, after its jobs were cancelled): the jobs left are
+    /// marked so, and the next daemon does not count this stop as a death (`Record.crashes`).
+    /// No store yet: nothing is made.
+    func stoppedCleanly() {
+        var info = stat()
+        guard lstat(databasePath, &info) == 0 else { return }
+        do {
+            try withDatabase { db in try db.execute("UPDATE jobs SET live = 0") }
+        } catch {
+            log.warning("durable jobs: cannot mark the clean stop in \(databasePath): \(error)")
+        }
+    }
+
     /// The job has ended: nothing is left to resume.
     func remove(jobID: String) {
         do {
@@ -198,7 +224,8 @@ final class DurableStore: Sendable {
             return try withDatabase { db in
                 var records: [Record] = []
                 for row in try db.query("""
-                    SELECT job_id, method, params, restarts, session_url, attempts, failures, waited, jitter, started, created
+                    SELECT job_id, method, params, restarts, session_url, attempts, failures, waited, jitter, started, created,
+                           crashes, live
                     FROM jobs ORDER BY rowid
                     """) {
                     if let record = Self.record(row) {
@@ -223,18 +250,20 @@ final class DurableStore: Sendable {
     }
 
     private static func record(_ row: [SQLiteDatabase.Value]) -> Record? {
-        guard row.count == 11, let jobID = row[0].text, let method = row[1].text,
+        guard row.count == 13, let jobID = row[0].text, let method = row[1].text,
               method == "download" || method == "upload",
               let text = row[2].text, let params = try? JSONCodec.decode(Array(text.utf8)),
               case .object(let object) = params, object["jobId"]?.stringValue == jobID,
               let restarts = row[3].integer, restarts >= 0,
               let attempts = row[5].integer, let failures = row[6].integer, attempts >= 0, failures >= 0,
               let waited = row[7].real, waited >= 0,
-              let started = row[9].real ?? row[10].real
+              let started = row[9].real ?? row[10].real,
+              let crashes = row[11].integer, crashes >= 0, let live = row[12].integer
         else { return nil }
         let retry = Retry(attempts: Int(attempts), failures: Int(failures), waited: waited, jitter: row[8].real)
+        // Still live: the daemon before died during it. Else it stopped cleanly: a new count.
         return Record(jobID: jobID, method: method, params: params, restarts: Int(restarts), sessionURL: row[4].text,
-                      retry: retry, started: started)
+                      retry: retry, started: started, crashes: live != 0 ? Int(crashes) + 1 : 0)
     }
 
     /// Runs `body` with the store, opened (made) on first use.
@@ -288,7 +317,9 @@ final class DurableStore: Sendable {
                     failures INTEGER NOT NULL DEFAULT 0,
                     waited REAL NOT NULL DEFAULT 0,
                     jitter REAL,
-                    started REAL
+                    started REAL,
+                    crashes INTEGER NOT NULL DEFAULT 0,
+                    live INTEGER NOT NULL DEFAULT 0
                 );
                 PRAGMA user_version = \(Self.schemaVersion);
                 """)

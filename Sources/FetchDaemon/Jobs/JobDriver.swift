@@ -59,6 +59,7 @@ struct JobDriver: Sendable {
         if let resuming {
             record.retry = resuming.retry
             record.started = resuming.started
+            record.crashes = resuming.crashes
         }
         return record
     }
