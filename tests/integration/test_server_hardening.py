@@ -142,7 +142,16 @@ class TestURLSecrets(DaemonTestCase):
     def tearDown(self):
         self.c.call("setLogging", {"enabled": False})
         shutil.rmtree(self.logdir, ignore_errors=True)
+        # A job that ended after that still writes its HAR (it started with logging on):
+        # removed again once the daemon has stopped.
+        type(self).logdirs = getattr(type(self), "logdirs", []) + [self.logdir]
         super().tearDown()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        for path in getattr(cls, "logdirs", []):
+            shutil.rmtree(path, ignore_errors=True)
 
     def har(self, job):
         path = wait_for(lambda: glob.glob(os.path.join(self.logdir, f"*-{job}.har")), timeout=10)[0]
