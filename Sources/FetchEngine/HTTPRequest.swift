@@ -49,6 +49,9 @@ public struct HTTPRequest: Sendable {
     public var unixSocket: String? = nil
     /// Headers libcurl would send itself (Accept, User-Agent...) that this request leaves out.
     public var removedHeaders: [String] = []
+    /// libcurl's parse of `url`, when the daemon has it: used only while `url` is still the
+    /// text it was parsed from (a stage that changes the URL needs not clear it).
+    public var parsedURL: ParsedURL? = nil
 
     public init(
         method: String = "GET", url: String, headers: [HTTPHeader] = [], body: RequestBody = .none,

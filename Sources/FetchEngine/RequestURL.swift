@@ -7,6 +7,12 @@ public struct RequestURL: Sendable, Equatable {
     public let scheme: String
     public let host: String
     public let port: Int
+    /// libcurl's parse itself, for the transfer (`HTTPRequest.parsedURL`).
+    public let parsed: ParsedURL
+
+    public static func == (a: RequestURL, b: RequestURL) -> Bool {
+        a.text == b.text && a.scheme == b.scheme && a.host == b.host && a.port == b.port
+    }
 
     public enum Problem: Error, Equatable, Sendable {
         case malformed(String)
@@ -30,7 +36,8 @@ public struct RequestURL: Sendable, Equatable {
         // libcurl reads the text as a C string: a NUL would end the URL there, unseen.
         guard !text.containsNUL else { throw .malformed("contains NUL") }
         guard let handle = curl_url() else { throw .malformed("out of memory") }
-        defer { curl_url_cleanup(handle) }
+        // Owned from here: freed with the last copy of this URL (or now, if it is refused).
+        let parsed = ParsedURL(text: text, handle: handle)
         let status = curl_url_set(handle, CURLUPART_URL, text, 0)
         guard status == CURLUE_OK else {
             throw .malformed(String(cString: curl_url_strerror(status)))
@@ -51,6 +58,7 @@ public struct RequestURL: Sendable, Equatable {
         guard let host = part(CURLUPART_HOST), !host.isEmpty else { throw .malformed("no host") }
         self.text = text
         self.scheme = scheme
+        self.parsed = parsed
         self.host = Self.lowercasedASCII(host)
         self.port = Int(part(CURLUPART_PORT, flags: UInt32(CURLU_DEFAULT_PORT)) ?? "") ?? (scheme == "https" ? 443 : 80)
     }
@@ -60,6 +68,23 @@ public struct RequestURL: Sendable, Equatable {
     private static func lowercasedASCII(_ text: String) -> String {
         text.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) ? text.lowercased() : text
     }
+}
+
+/// libcurl's parse of a URL (a CURLU handle), kept so that the transfer does not parse the
+/// URL again: CURLOPT_CURLU in place of CURLOPT_URL (about 5k instructions less per request,
+/// callgrind). Never changed once made (libcurl only reads it, and dups it to follow a
+/// redirect), so any thread may use it.
+public final class ParsedURL: @unchecked Sendable {
+    /// The text it was parsed from: the transfer uses the handle only for that same URL.
+    public let text: String
+    let handle: OpaquePointer
+
+    init(text: String, handle: OpaquePointer) {
+        self.text = text
+        self.handle = handle
+    }
+
+    deinit { curl_url_cleanup(handle) }
 }
 
 extension String {

@@ -90,7 +90,12 @@ final class Transfer: @unchecked Sendable {
         // Room for a typical response's headers at once, not grown one doubling at a time.
         responseHeaders.reserveCapacity(16)
         setLong(CURLOPT_NOSIGNAL, 1)
-        fetchd_easy_setopt_str(easy, CURLOPT_URL, request.url)
+        if let parsed = request.parsedURL, parsed.text == request.url {
+            // Parsed once already, when the request was read: libcurl reads that parse.
+            fetchd_easy_setopt_ptr(easy, CURLOPT_CURLU, UnsafeMutableRawPointer(parsed.handle))
+        } else {
+            fetchd_easy_setopt_str(easy, CURLOPT_URL, request.url)
+        }
         fetchd_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         fetchd_easy_setopt_str(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         fetchd_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)

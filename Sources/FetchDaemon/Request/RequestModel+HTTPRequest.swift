@@ -35,6 +35,7 @@ extension RequestModel {
             method: method, url: url, headers: headers, body: engineBody,
             timeoutMs: Self.milliseconds(timeout), connectTimeoutMs: Self.milliseconds(connectTimeout),
             maxRedirects: maxRedirects, maxBodyBytes: maxBodyBytes)
+        request.parsedURL = self.url.parsed  // used while the URL is this one (no query added)
         request.cookieJar = cookieJar
         request.removedHeaders = removedHeaders
         request.recordsExchange = exchange
