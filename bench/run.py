@@ -704,7 +704,7 @@ http {{
         return r
 
 
-SMALL_TOOLS = [  # key, label, method, n at c=1, n at c=64 (None: use --n)
+SMALL_TOOLS = [  # key, label, method, n at c=1, n at c=64 (None: use --n, --n64)
     ("floor", "libcurl multi floor (C)", "small_floor", None, None),
     ("fetchd", "fetchd (C client on the socket)", "small_fetchd", None, None),
     ("curl_parallel", "curl -K urls (--parallel at c>1)", "small_curl_parallel", None, None),
@@ -869,7 +869,8 @@ def print_table(s, g, meta):
                 continue
             ratio = f"{fd / e['req_per_s']:.2f}x" if fd and key != "fetchd" else ""
             rss = f"{e['peak_rss_kib'] / 1024:.1f}" if e.get("peak_rss_kib") else ""
-            n = f"n={e['n']}" + (" (scaled)" if e["n"] != meta["n_small"] else "")
+            default_n = meta["n_small"] if c == 1 else meta.get("n_small_c64", meta["n_small"])
+            n = f"n={e['n']}" + (" (scaled)" if e["n"] != default_n else "")
             sp = e.get("req_per_s_spread")
             rows.append((f"small GET c={c}", label[key], f"{e['req_per_s']:,.0f} req/s",
                          f"{sp['min']:,.0f}-{sp['max']:,.0f}" if sp else "",
@@ -997,7 +998,10 @@ def main():
     ap.add_argument("--bin", help="fetchd binary (default .build/release/fetchd)")
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("BENCH_ROUNDS", 5)), help="small-GET rounds")
     ap.add_argument("--large-rounds", type=int, default=int(os.environ.get("BENCH_LARGE_ROUNDS", 5)))
-    ap.add_argument("--n", type=int, default=5000, help="small GETs per round (floor, fetchd, curl --parallel)")
+    ap.add_argument("--n", type=int, default=5000, help="small GETs per c=1 round (floor, fetchd, curl --parallel)")
+    ap.add_argument("--n64", type=int, default=20000,
+                    help="small GETs per c=64 round (floor, fetchd, curl --parallel): about a second each, "
+                         "so a round outlasts the machine's short stalls")
     ap.add_argument("--pings", type=int, default=20000)
     ap.add_argument("--quick", action="store_true", help="1 round each, small counts: checks the harness")
     ap.add_argument("--profile", action="store_true", help="perf record fetchd under the c=64 small-GET load")
@@ -1007,7 +1011,7 @@ def main():
     ap.add_argument("--rate-rounds", type=int, default=3, help="rounds of the rate-limit rows")
     args = ap.parse_args()
     if args.quick:
-        args.rounds, args.large_rounds, args.n, args.pings = 1, 1, 1000, 2000
+        args.rounds, args.large_rounds, args.n, args.n64, args.pings = 1, 1, 1000, 1000, 2000
     args.rounds = max(1, min(args.rounds, 50))
     args.large_rounds = max(1, min(args.large_rounds, 20))
 
@@ -1037,7 +1041,7 @@ def main():
                 "machine": machine(), "versions": versions(b.fetchd_bin), "fetchd_binary": src,
                 "fetchd_binary_mtime": datetime.datetime.fromtimestamp(os.path.getmtime(src), datetime.timezone.utc)
                 .isoformat(timespec="seconds"),
-                "fetchd_args": b.fetchd_args, "n_small": args.n, "rounds": args.rounds,
+                "fetchd_args": b.fetchd_args, "n_small": args.n, "n_small_c64": args.n64, "rounds": args.rounds,
                 "large_rounds": args.large_rounds, "pings": args.pings,
                 "disk_dir_fs": fs_type(os.path.realpath(b.disk)), "aria2_dir_fs": fs_type(os.path.realpath(b.shm)),
                 "c64_fetchd_clients": "4 processes x 16 pipelined requests, one connection each",
@@ -1068,7 +1072,7 @@ def main():
             plan = []
             for c in (1, 64):
                 for key, _, method, n1, n64 in SMALL_TOOLS:
-                    n = (n1 if c == 1 else n64) or args.n
+                    n = (n1 if c == 1 else n64) or (args.n if c == 1 else args.n64)
                     if args.quick:
                         n = min(n, 200 if key in ("aria2", "aria2_ws", "curl_per_request") else n)
                     plan.append((("small", key, c), getattr(b, method), c, n))
