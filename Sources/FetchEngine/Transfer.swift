@@ -223,8 +223,8 @@ final class Transfer: @unchecked Sendable {
 
     private func configureHeaders(_ easy: UnsafeMutableRawPointer, defaults: DefaultHeaders) {
         // A body never waits a second for "100 Continue" from servers that don't send it.
-        let noExpect = request.body != .none && request.header(named: "Expect") == nil
-        if request.headers.isEmpty && request.removedHeaders.isEmpty && !noExpect {
+        let suppressExpect = request.body != .none && request.header(named: "Expect") == nil
+        if request.headers.isEmpty && request.removedHeaders.isEmpty && !suppressExpect {
             // Most requests: fetchd's own headers, in the list built once per engine thread.
             fetchd_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, defaults.list)
             return
@@ -240,7 +240,7 @@ final class Transfer: @unchecked Sendable {
         }
         // "Name:" is libcurl's way to leave out a header it would add itself.
         for name in request.removedHeaders { list = curl_slist_append(list, "\(name):") }
-        if noExpect { list = curl_slist_append(list, "Expect:") }
+        if suppressExpect { list = curl_slist_append(list, "Expect:") }
         headerList = list
         fetchd_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list)
     }
