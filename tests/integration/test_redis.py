@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.request
 
 from harness import Daemon, RPCError, servers, wait_for
 from jobhelpers import hits, key, send_request
@@ -225,6 +226,41 @@ class TestRedisConcurrency(RedisCase):
         self.assertGreater(waited, 2.0, "the slot stayed leased for a while after the kill")
         self.assertLess(waited, 6.5, "the lease (5 s) ran out and freed the slot")
         cb.close()
+        ca.close()
+
+
+class TestRedisRevalidation(RedisCase):
+    def test_a_background_revalidation_waits_for_the_shared_slot(self):
+        # A stale-while-revalidate request is no job's attempt, but a shared limit holds it too.
+        cache_dir = tempfile.mkdtemp(prefix="fetchd-cache-")
+        self.addCleanup(shutil.rmtree, cache_dir, True)
+        a = Daemon("--redis", self.redis.url).start()
+        b = Daemon("--redis", self.redis.url, "--cache-dir", os.path.join(cache_dir, "c")).start()
+        self.daemons += [a, b]
+        self.share({"maxConcurrent": 1, "requestsPerSecond": None})
+        k = key("swrshared")
+        url = (f"{self.srv.test_url}/cache-origin/{k}?cc=max-age%3D1%2C+stale-while-revalidate%3D600"
+               f"&age=5&etag=E&304-cc=max-age%3D600")
+
+        def origin_log():
+            with urllib.request.urlopen(f"{self.srv.test_url}/cache-origin-log/{k}", timeout=10) as r:
+                return json.loads(r.read())
+
+        with b.client() as cb:
+            self.assertEqual(cb.call("fetch", {"url": url}, timeout=30)["cache"], "miss")
+            wait_for(lambda: cb.call("getCacheStats")["entries"] == 1, message="the answer stored")
+        ca = a.client()
+        send_request(ca, "fetch", {"url": f"{self.srv.test_url}/slow-headers?ms=30000", "jobId": "holder",
+                                   "retry": False})
+        wait_for(lambda: self.entry(a)["running"] == 1, timeout=5, message="a holds the shared slot")
+        with b.client() as cb:
+            self.assertEqual(cb.call("fetch", {"url": url}, timeout=30)["cache"], "stale")
+        time.sleep(0.5)
+        self.assertEqual(origin_log()["count"], 1, "the revalidation waits while a holds the slot")
+        with a.client() as c2:
+            self.assertEqual(c2.call("cancel", {"jobId": "holder"}), {"cancelled": True})
+        wait_for(lambda: origin_log()["count"] == 2, timeout=10, message="the revalidation once the slot is free")
+        self.assertEqual(origin_log()["requests"][1]["ifNoneMatch"], '"E"')
         ca.close()
 
 
