@@ -76,13 +76,16 @@ public final class HTTPEngine: Sendable {
     /// Queues a transfer. `completion` is called exactly once, on its engine thread: with
     /// the response, or with why there is none (`cancelled` after `cancel(id)`).
     /// A body file that cannot be opened throws here, before anything is sent.
+    /// The request is consumed: the caller's copy moves into the transfer (one copy of its
+    /// thirty fields less per request).
     public func start(
-        _ request: HTTPRequest, id: UInt64,
+        _ request: consuming HTTPRequest, id: UInt64,
         onProgress: (@Sendable (TransferProgress) -> Void)? = nil,
         completion: @escaping @Sendable (Result<HTTPResponse, TransferError>) -> Void
     ) throws(TransferFileError) {
+        let loop = thread(for: request)
         let transfer = try makeTransfer(request, id: id, onProgress: onProgress, completion: completion)
-        thread(for: request).submit(.start(transfer))
+        loop.submit(.start(transfer))
     }
 
     /// Performs one transfer and returns its response.
@@ -104,7 +107,7 @@ public final class HTTPEngine: Sendable {
     /// Opens the files a transfer needs on the caller's thread, so that a file that cannot
     /// be used fails before anything is sent and the engine thread never waits on open().
     private func makeTransfer(
-        _ request: HTTPRequest, id: UInt64, onProgress: (@Sendable (TransferProgress) -> Void)?,
+        _ request: consuming HTTPRequest, id: UInt64, onProgress: (@Sendable (TransferProgress) -> Void)?,
         completion: @escaping @Sendable (Result<HTTPResponse, TransferError>) -> Void
     ) throws(TransferFileError) -> Transfer {
         let upload = try UploadFile(for: request.body)

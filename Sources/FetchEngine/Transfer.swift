@@ -50,7 +50,7 @@ final class Transfer: @unchecked Sendable {
     var lastProgress: TransferProgress?
     private var finished = false
 
-    init(id: UInt64, request: HTTPRequest, uploadFile: UploadFile?, mimeFiles: [UploadFile] = [],
+    init(id: UInt64, request: consuming HTTPRequest, uploadFile: UploadFile?, mimeFiles: [UploadFile] = [],
          downloadSink: DownloadSink? = nil,
          onProgress: (@Sendable (TransferProgress) -> Void)?, completion: @escaping Completion) {
         self.id = id

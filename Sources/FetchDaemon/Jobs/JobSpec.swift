@@ -33,16 +33,17 @@ final class JobSpec: Sendable {
     let durableRecord: DurableStore.Record?
     var durable: Bool { durableRecord != nil }
 
-    init(kind: Kind, model: RequestModel, request: HTTPRequest, stages: [any Stage], retryPolicy: RetryPolicy? = nil,
+    /// `request` is consumed: the caller's (usually a temporary) moves into the spec.
+    init(kind: Kind, model: RequestModel, request: consuming HTTPRequest, stages: [any Stage], retryPolicy: RetryPolicy? = nil,
          preparesOnWorker: Bool = false, durableRecord: DurableStore.Record? = nil, answer: Answer) {
         self.durableRecord = durableRecord
         self.kind = kind
         self.model = model
         host = HostKey(model.url)
+        self.preparesOnWorker = preparesOnWorker || request.usesLocalFiles
         self.request = request
         self.stages = stages
         self.retryPolicy = retryPolicy ?? model.retryPolicy
-        self.preparesOnWorker = preparesOnWorker || request.usesLocalFiles
         self.answer = answer
     }
 }
