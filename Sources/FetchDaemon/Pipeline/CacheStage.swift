@@ -221,6 +221,15 @@ final class CacheStage: Stage {
 
     // MARK: the holds (on the blocking threads)
 
+    /// stale-while-revalidate: the entry is served now and asked again in the background,
+    /// through the limits of the attempt's host, at the job's priority.
+    private static func revalidateInBackground(_ entry: CacheStore.Entry, _ attempt: Attempt, _ job: Job,
+                                               _ cache: HTTPCache) {
+        cache.revalidateInBackground(entry, request: attempt.request, varyKey: entry.varyKey,
+                                     host: HostLimitStage.host(attempt, job), priority: job.spec.model.priority,
+                                     maxPause: job.spec.retryPolicy.maxInterval)
+    }
+
     private func lookupHold(_ key: Key, _ mode: CacheMode, _ cache: HTTPCache, _ attempt: Attempt, _ job: Job) -> Hold {
         let once = ReleaseOnce()
         return Hold(
@@ -245,9 +254,7 @@ final class CacheStage: Stage {
             } else if job.spec.kind == .download {
                 cache.store.touch(entry)
                 if reuse == .staleWhileRevalidate {
-                    cache.revalidateInBackground(entry, request: attempt.request, varyKey: entry.varyKey,
-                                                 host: HostLimitStage.host(attempt, job), priority: job.spec.model.priority,
-                                                 maxPause: job.spec.retryPolicy.maxInterval)
+                    revalidateInBackground(entry, attempt, job, cache)
                 }
                 return substitute(entry, attempt, job, cache, reuse == .fresh ? .hit : .stale, once)
             } else if entry.bodyBytes <= attempt.request.maxBodyBytes {
@@ -260,9 +267,7 @@ final class CacheStage: Stage {
                 cache.store.touch(entry)
                 let response = served(entry, body: body, url: attempt.request.url, now: now)
                 if reuse == .staleWhileRevalidate {
-                    cache.revalidateInBackground(entry, request: attempt.request, varyKey: entry.varyKey,
-                                                 host: HostLimitStage.host(attempt, job), priority: job.spec.model.priority,
-                                                 maxPause: job.spec.retryPolicy.maxInterval)
+                    revalidateInBackground(entry, attempt, job, cache)
                 }
                 answer(attempt, job, cache, response, reuse == .fresh ? .hit : .stale, once, entry: entry)
                 return

@@ -27,10 +27,13 @@ struct HostGate: Sendable {
         }
     }
 
-    /// The admitted request ended: its host may take another.
-    func finished(_ ticket: HostScheduler.Ticket) {
+    /// The admitted request ended: its host may take another. True when it was admitted
+    /// through Redis (its host's limit is shared).
+    @discardableResult
+    func finished(_ ticket: HostScheduler.Ticket) -> Bool {
         let sharedHost = shared?.finished(ticket) ?? false
         if !sharedHost { admission.finished(ticket.host) }
+        return sharedHost
     }
 
     /// A 429 or 503 with a Retry-After in the future pauses the host for every client (for

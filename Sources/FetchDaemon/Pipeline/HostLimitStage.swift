@@ -69,9 +69,9 @@ final class HostLimitStage: Stage {
     }
 
     func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) {
-        let host = Self.host(attempt, job)
-        let sharedHost = shared?.finished(Self.ticket(attempt, job)) ?? false
-        if !sharedHost { admission.finished(host) }
+        let ticket = Self.ticket(attempt, job)
+        let host = ticket.host
+        let sharedHost = gate.finished(ticket)
         guard case .success(let answer) = outcome,
               let pause = gate.pauseForRetryAfter(
                 answer.status, answer.headers, host: host, sharedHost: sharedHost,
