@@ -764,7 +764,8 @@ def _cache_origin(h, head, key, q):
     request's number for the key (so a test sees which answer it got). Query:
       cc=V          Cache-Control: V        expires=S   Expires: now+S (expires-raw=V: as given)
       etag=E        ETag: "E" (a matching If-None-Match -> 304)
-      lm=S          Last-Modified: now-S (If-Modified-Since at or after it -> 304, when no etag)
+      lm=S          Last-Modified: S seconds before the key's first request, the same for every
+                    request (If-Modified-Since at or after it -> 304, when no etag)
       vary=V        Vary: V (the body names the request's values of those fields)
       age=N         Age: N              date-offset=S  Date is now+S (a skewed origin clock)
       ms=T          hold the answer T ms     status=S  that status (default 200)
@@ -774,7 +775,8 @@ def _cache_origin(h, head, key, q):
       304-cc=V      the Cache-Control a 304 carries (default: the same as a 200's)
     """
     with _State.lock:
-        st = CACHE_ORIGIN.setdefault(key, {"count": 0, "inFlight": 0, "maxInFlight": 0, "requests": []})
+        st = CACHE_ORIGIN.setdefault(key, {"count": 0, "inFlight": 0, "maxInFlight": 0, "requests": [],
+                                           "first": time.time()})
         if head == "cache-origin-log":
             out = {"count": st["count"], "requests": list(st["requests"]), "maxInFlight": st["maxInFlight"]}
             return h._json(out)
@@ -796,7 +798,9 @@ def _cache_origin(h, head, key, q):
             status = int(q["then-status"])
         headers = [("Date", formatdate(now + float(q.get("date-offset", "0")), usegmt=True))]
         cc = q.get("cc")
-        lm_time = now - float(q["lm"]) if "lm" in q else None
+        # From the key's first request, not from now: a resource does not change its
+        # Last-Modified between two requests that straddle a second.
+        lm_time = st["first"] - float(q["lm"]) if "lm" in q else None
         etag = f'"{q["etag"]}"' if q.get("etag") else None
         not_modified = False
         if status == 200 and q.get("no304") != "1":
