@@ -71,7 +71,7 @@ public enum JSONCodec {
         return out.bytes(appendingNewline: true)
     }
 
-    private static func write(_ value: JSONValue, to out: inout ByteSink) {
+    fileprivate static func write(_ value: JSONValue, to out: inout ByteSink) {
         switch value {
         case .null: out.append("null")
         case .bool(let b): out.append(b ? "true" : "false")
@@ -86,20 +86,26 @@ public enum JSONCodec {
         case .string(let s): writeString(s, to: &out)
         case .array(let items):
             out.append(UInt8(ascii: "["))
-            for (index, item) in items.enumerated() {
-                if index > 0 { out.append(UInt8(ascii: ",")) }
-                write(item, to: &out)
+            // Read in place: no copy (and retain) of each element to iterate.
+            items.withUnsafeBufferPointer { items in
+                for index in items.indices {
+                    if index > 0 { out.append(UInt8(ascii: ",")) }
+                    write(items[index], to: &out)
+                }
             }
             out.append(UInt8(ascii: "]"))
         case .object(let object):
             out.append(UInt8(ascii: "{"))
-            for (index, member) in object.members.enumerated() {
-                if index > 0 { out.append(UInt8(ascii: ",")) }
-                writeString(member.key, to: &out)
-                out.append(UInt8(ascii: ":"))
-                write(member.value, to: &out)
+            object.members.withUnsafeBufferPointer { members in
+                for index in members.indices {
+                    if index > 0 { out.append(UInt8(ascii: ",")) }
+                    writeString(members[index].key, to: &out)
+                    out.append(UInt8(ascii: ":"))
+                    write(members[index].value, to: &out)
+                }
             }
             out.append(UInt8(ascii: "}"))
+        case .encoded(let text): out.append(text.bytes)
         }
     }
 
@@ -107,7 +113,7 @@ public enum JSONCodec {
 
     /// Clean runs (nothing to escape) are found eight bytes at a time and copied whole; only
     /// an escape is handled byte by byte. Room for the common case is made once.
-    private static func writeString(_ string: String, to out: inout ByteSink) {
+    fileprivate static func writeString(_ string: String, to out: inout ByteSink) {
         var string = string
         string.withUTF8 { utf8 in
             let count = utf8.count
@@ -306,16 +312,29 @@ private struct ByteSink: ~Copyable {
 
     deinit { base.deallocate() }
 
+    /// How many bytes are written.
+    var written: Int { count }
+
+    /// Lowers the ASCII capitals among the bytes written from offset `start` on.
+    mutating func lowercaseASCII(from start: Int) {
+        for index in start..<count where base[index] &- UInt8(ascii: "A") < 26 { base[index] |= 0x20 }
+    }
+
     /// Where the next byte goes; valid until the next `reserve`.
     var end: UnsafeMutablePointer<UInt8> { base + count }
 
     /// Marks the bytes up to `pointer` (inside what was reserved) as written.
+    @inline(__always)
     mutating func setEnd(_ pointer: UnsafeMutablePointer<UInt8>) {
         count = pointer - base
     }
 
+    @inline(__always)
     mutating func reserve(_ extra: Int) {
-        guard count + extra > capacity else { return }
+        if count + extra > capacity { grow(extra) }
+    }
+
+    private mutating func grow(_ extra: Int) {
         let newCapacity = max(capacity * 2, count + extra)
         let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
         grown.update(from: base, count: count)
@@ -324,16 +343,26 @@ private struct ByteSink: ~Copyable {
         capacity = newCapacity
     }
 
+    @inline(__always)
     mutating func append(_ byte: UInt8) {
         reserve(1)
         base[count] = byte
         count += 1
     }
 
+    @inline(__always)
     mutating func append(_ text: StaticString) {
         reserve(text.utf8CodeUnitCount)
         (base + count).update(from: text.utf8Start, count: text.utf8CodeUnitCount)
         count += text.utf8CodeUnitCount
+    }
+
+    mutating func append(_ bytes: [UInt8]) {
+        reserve(bytes.count)
+        bytes.withUnsafeBufferPointer { source in
+            if let start = source.baseAddress { (base + count).update(from: start, count: source.count) }
+        }
+        count += bytes.count
     }
 
     mutating func append(_ text: String) {
@@ -355,6 +384,74 @@ private struct ByteSink: ~Copyable {
             if newline { buffer[written] = UInt8(ascii: "\n") }
             initialized = total
         }
+    }
+}
+
+/// Writes one JSON object straight to text, member by member, with the encoder's own
+/// escaping and number forms: for answer parts that would otherwise be built as a tree of
+/// values only to be written out once. Keys must be distinct (checked in debug builds).
+public struct JSONObjectWriter: ~Copyable {
+    private var out: ByteSink
+    private var members = 0
+    #if DEBUG
+    private var keys: Set<String> = []
+    #endif
+
+    public init(capacity: Int = 256) {
+        out = ByteSink(capacity: capacity)
+        out.append(UInt8(ascii: "{"))
+    }
+
+    private mutating func key(_ key: String) {
+        #if DEBUG
+        assert(keys.insert(key).inserted, "duplicate key \(key) in a JSON object")
+        #endif
+        if members > 0 { out.append(UInt8(ascii: ",")) }
+        members += 1
+        JSONCodec.writeString(key, to: &out)
+        out.append(UInt8(ascii: ":"))
+    }
+
+    public mutating func add(_ key: String, _ value: String) {
+        self.key(key)
+        JSONCodec.writeString(value, to: &out)
+    }
+
+    /// A key given as a literal is copied without an escape scan (it must need none:
+    /// checked in debug builds).
+    public mutating func add(_ key: StaticString, _ value: JSONValue) {
+        #if DEBUG
+        assert(keys.insert(key.description).inserted, "duplicate key \(key) in a JSON object")
+        assert(!key.description.utf8.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }, "key \(key) needs escaping")
+        #endif
+        out.append(UInt8(ascii: members > 0 ? "," : "\""))
+        if members > 0 { out.append(UInt8(ascii: "\"")) }
+        members += 1
+        out.append(key)
+        out.append(UInt8(ascii: "\""))
+        out.append(UInt8(ascii: ":"))
+        JSONCodec.write(value, to: &out)
+    }
+
+    /// A member whose key is written with ASCII letters in lowercase (header names), without
+    /// a lowercased copy of the key. Lowering the escaped text is the same as escaping the
+    /// lowered key: escapes are lowercase already.
+    public mutating func add(lowercasingKey key: String, _ value: String) {
+        #if DEBUG
+        assert(keys.insert(key.lowercased()).inserted, "duplicate key \(key) in a JSON object")
+        #endif
+        if members > 0 { out.append(UInt8(ascii: ",")) }
+        members += 1
+        let start = out.written
+        JSONCodec.writeString(key, to: &out)
+        out.lowercaseASCII(from: start)
+        out.append(UInt8(ascii: ":"))
+        JSONCodec.writeString(value, to: &out)
+    }
+
+    public consuming func finish() -> JSONValue {
+        out.append(UInt8(ascii: "}"))
+        return .encoded(EncodedJSON(bytes: out.bytes(appendingNewline: false)))
     }
 }
 

@@ -1,6 +1,6 @@
 /// A JSON value. Objects keep their members in order so that answers read the way the
 /// protocol documents them; lookups are linear, which is fine for the small objects of RPC.
-public enum JSONValue: Sendable, Equatable {
+public enum JSONValue: Sendable {
     case null
     case bool(Bool)
     /// An integer that fits 64 bits, kept exact.
@@ -9,6 +9,21 @@ public enum JSONValue: Sendable, Equatable {
     case string(String)
     case array([JSONValue])
     case object(JSONObject)
+    /// An object already written as JSON text (`JSONObjectWriter`): the encoder copies it as
+    /// it is. The daemon's answers use it for parts that are only ever written out (a
+    /// response's headers and timings), which then need no tree of values to build, walk and
+    /// free. The decoder never makes one; reading into one decodes it.
+    case encoded(EncodedJSON)
+}
+
+/// Compact JSON text of one object, made by `JSONObjectWriter` (so valid by construction).
+public struct EncodedJSON: Sendable {
+    public let bytes: [UInt8]
+
+    /// The object as values (decoded on each call: for the rare reader, not the answer path).
+    public var decoded: JSONValue {
+        (try? JSONCodec.decode(bytes)) ?? .null
+    }
 }
 
 /// An ordered JSON object. A later member with the same key as an earlier one replaces it.
@@ -46,6 +61,23 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
         }
     }
 
+    /// The object without the members `drop` picks, and whether it picked any: one pass,
+    /// and no copy when nothing is dropped.
+    public func removingMembers(where drop: (String) -> Bool) -> (object: JSONObject, removed: Bool) {
+        guard let first = members.firstIndex(where: { drop($0.key) }) else { return (self, false) }
+        var kept = JSONObject()
+        kept.members.reserveCapacity(members.count - 1)
+        kept.members.append(contentsOf: members[..<first])
+        for member in members[(first + 1)...] where !drop(member.key) { kept.members.append(member) }
+        return (kept, true)
+    }
+
+    /// Adds a member whose key the caller knows is not there yet (checked in debug builds).
+    public mutating func append(distinctKey key: String, _ value: JSONValue) {
+        assert(index(forKey: key) == nil, "duplicate key \(key) in a JSON object")
+        members.append((key, value))
+    }
+
     public var keys: [String] { members.map(\.key) }
 
     /// Where the member with this key is in `members`.
@@ -56,6 +88,24 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
     public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
         guard lhs.members.count == rhs.members.count else { return false }
         return lhs.members.allSatisfy { rhs[$0.key] == $0.value }
+    }
+}
+
+extension JSONValue: Equatable {
+    /// JSON equality: an encoded object equals the values it decodes to.
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): true
+        case let (.bool(a), .bool(b)): a == b
+        case let (.integer(a), .integer(b)): a == b
+        case let (.double(a), .double(b)): a == b
+        case let (.string(a), .string(b)): a == b
+        case let (.array(a), .array(b)): a == b
+        case let (.object(a), .object(b)): a == b
+        case let (.encoded(a), .encoded(b)): a.bytes == b.bytes || a.decoded == b.decoded
+        case let (.encoded(a), other), let (other, .encoded(a)): a.decoded == other
+        default: false
+        }
     }
 }
 
@@ -78,7 +128,13 @@ extension JSONValue {
     public init(_ value: Int) { self = .integer(Int64(value)) }
     public init(_ value: String?) { self = value.map(JSONValue.string) ?? .null }
 
-    public var objectValue: JSONObject? { if case .object(let o) = self { o } else { nil } }
+    public var objectValue: JSONObject? {
+        switch self {
+        case .object(let o): o
+        case .encoded(let e): e.decoded.objectValue
+        default: nil
+        }
+    }
     public var arrayValue: [JSONValue]? { if case .array(let a) = self { a } else { nil } }
     public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
     public var boolValue: Bool? { if case .bool(let b) = self { b } else { nil } }
@@ -110,7 +166,7 @@ extension JSONValue {
         case .integer, .double: "number"
         case .string: "string"
         case .array: "array"
-        case .object: "object"
+        case .object, .encoded: "object"
         }
     }
 

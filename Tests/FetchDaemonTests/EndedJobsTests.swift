@@ -38,4 +38,12 @@ final class EndedJobsTests: XCTestCase {
         XCTAssertEqual(kept["bodyOmitted"], true)
         XCTAssertEqual(kept["status"], 200)
     }
+
+    func testEveryBodyFieldGoesAndTheRestKeepsItsOrder() {
+        let result: JSONValue = ["status": 200, "json": ["a": 1], "url": "u", "bodyBase64": "eA==", "jsonError": "e",
+                                 "body": "x", "bytes": 1]
+        XCTAssertEqual(EndedJobs.kept(result).objectValue?.keys, ["status", "url", "bytes", "bodyOmitted"])
+        let noBody: JSONValue = ["status": 204, "url": "u"]
+        XCTAssertEqual(EndedJobs.kept(noBody).objectValue?.keys, ["status", "url"])
+    }
 }

@@ -198,3 +198,45 @@ final class JSONDoubleTextTests: XCTestCase {
         }
     }
 }
+
+/// Objects written straight to text (`JSONObjectWriter`) read back as the tree they stand for.
+final class JSONObjectWriterTests: XCTestCase {
+    func testWrittenObjectIsTheSameJSONAsTheTree() throws {
+        var writer = JSONObjectWriter(capacity: 4)  // grows several times
+        writer.add("plain", "text")
+        writer.add("quote\"back\\slash", "line\nbreak\u{01}\t\"end\" ✓ and more than eight bytes")
+        writer.add("number", JSONValue.double(1.5))
+        writer.add("nested", ["a": [1, "two", nil, true]])
+        let encoded = writer.finish()
+        let tree: JSONValue = [
+            "plain": "text", "quote\"back\\slash": "line\nbreak\u{01}\t\"end\" ✓ and more than eight bytes",
+            "number": 1.5, "nested": ["a": [1, "two", nil, true]],
+        ]
+        guard case .encoded = encoded else { return XCTFail("not written as text") }
+        XCTAssertEqual(try JSONCodec.decode(JSONCodec.encode(encoded)), tree)
+        XCTAssertEqual(encoded, tree)
+        XCTAssertEqual(tree, encoded)
+        XCTAssertNotEqual(encoded, ["plain": "other"])
+        XCTAssertEqual(encoded["number"], 1.5)
+        XCTAssertEqual(encoded.typeName, "object")
+        // Inside a tree it is written as it is, between the members around it.
+        let outer: JSONValue = ["before": 1, "inner": encoded, "after": 2]
+        XCTAssertEqual(try JSONCodec.decode(JSONCodec.encode(outer)), ["before": 1, "inner": tree, "after": 2])
+    }
+
+    func testLowercasedKeysAreEscapedAndLowered() throws {
+        var writer = JSONObjectWriter()
+        writer.add(lowercasingKey: "Content-TYPE", "Text/Plain")
+        writer.add(lowercasingKey: "X-\"Odd\"\u{1F}Name", "v")
+        let written = writer.finish()
+        let text = String(decoding: JSONCodec.encode(written), as: UTF8.self)
+        // The value keeps its case; an escape of the key stays lowercase hex.
+        XCTAssertEqual(text, #"{"content-type":"Text/Plain","x-\"odd\"\u001fname":"v"}"#)
+    }
+
+    func testEmptyObject() {
+        let writer = JSONObjectWriter()
+        let empty = writer.finish()
+        XCTAssertEqual(JSONCodec.encodeString(empty), "{}")
+    }
+}

@@ -50,13 +50,12 @@ struct EndedJobs: Sendable {
     /// What a fetch's result keeps once ended: no body (the ring would otherwise hold up to
     /// 1,000 bodies of up to 64 MiB); `bodyOmitted` says it was there.
     static func kept(_ result: JSONValue) -> JSONValue {
-        guard case .object(var object) = result else { return result }
-        var omitted = false
-        for name in ["body", "bodyBase64", "json", "jsonError"] where object[name] != nil {
-            object[name] = nil
-            omitted = true
+        guard case .object(let object) = result else { return result }
+        var (kept, omitted) = object.removingMembers { key in
+            key == "body" || key == "bodyBase64" || key == "json" || key == "jsonError"
         }
-        if omitted { object["bodyOmitted"] = true }
-        return .object(object)
+        guard omitted else { return result }
+        kept.append(distinctKey: "bodyOmitted", true)
+        return .object(kept)
     }
 }

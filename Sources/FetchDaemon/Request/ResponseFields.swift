@@ -6,38 +6,28 @@ import JSONRPC
 /// The fields every result of `fetch`, `download` and `upload` shares.
 enum ResponseFields {
     /// Lowercase names; repeats joined by ", ", Set-Cookie lines by "\n" (they contain commas).
+    /// Written as text at once (the answer only ever writes it out), names lowered as they
+    /// are written: no lowered copies, no tree of values.
     static func headers(_ headers: [HTTPHeader]) -> JSONValue {
-        var names: [String] = []
-        var values: [String] = []
-        names.reserveCapacity(headers.count)
-        values.reserveCapacity(headers.count)
-        for header in headers {
-            let name = lowercased(header.name)
-            if let index = names.firstIndex(of: name) {
-                values[index] += (name == "set-cookie" ? "\n" : ", ") + header.value
-            } else {
-                names.append(name)
-                values.append(header.value)
+        var object = JSONObjectWriter(capacity: 32 + headers.count * 48)
+        for index in headers.indices {
+            let name = headers[index].name
+            // A repeat was joined to the first header of its name.
+            guard !headers[..<index].contains(where: { sameName($0.name, name) }) else { continue }
+            var value = headers[index].value
+            for later in headers[(index + 1)...] where sameName(later.name, name) {
+                value += (sameName(name, "set-cookie") ? "\n" : ", ") + later.value
             }
+            object.add(lowercasingKey: name, value)
         }
-        return .object(JSONObject(distinctMembers: zip(names, values).map { (key: $0, value: .string($1)) }))
+        return object.finish()
     }
 
-    /// Header names are ASCII tokens: lowercased without Unicode tables, and not copied
-    /// when already lowercase.
-    private static func lowercased(_ name: String) -> String {
-        var contiguous = name
-        let lowered: String? = contiguous.withUTF8 { utf8 in
-            guard utf8.contains(where: { $0 &- UInt8(ascii: "A") < 26 }) else { return nil }
-            return String(unsafeUninitializedCapacity: utf8.count) { buffer in
-                for index in 0..<utf8.count {
-                    let byte = utf8[index]
-                    buffer[index] = byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte
-                }
-                return utf8.count
-            }
-        }
-        return lowered ?? name
+    /// Header names compared as ASCII without case (they are tokens).
+    private static func sameName(_ a: String, _ b: String) -> Bool {
+        let a = a.utf8, b = b.utf8
+        guard a.count == b.count else { return false }
+        return a.elementsEqual(b) { x, y in x == y || (x | 0x20 == y | 0x20 && x | 0x20 &- UInt8(ascii: "a") < 26) }
     }
 
     static func common(job: Job, response: HTTPResponse) -> JSONObject {
@@ -87,10 +77,14 @@ enum ResponseFields {
     /// curl's time_* of the last attempt, from its start, in milliseconds.
     static func timings(_ t: TransferTimings, queuedMs: Double) -> JSONValue {
         func ms(_ microseconds: Int64) -> JSONValue { .double(Double(max(0, microseconds) / 10) / 100) }
-        return [
-            "queuedMs": .double(queuedMs), "dnsMs": ms(t.nameLookup), "connectMs": ms(t.connect), "tlsMs": ms(t.tlsHandshake),
-            "firstByteMs": ms(t.startTransfer), "totalMs": ms(t.total),
-        ]
+        var object = JSONObjectWriter(capacity: 128)
+        object.add("queuedMs", .double(queuedMs))
+        object.add("dnsMs", ms(t.nameLookup))
+        object.add("connectMs", ms(t.connect))
+        object.add("tlsMs", ms(t.tlsHandshake))
+        object.add("firstByteMs", ms(t.startTransfer))
+        object.add("totalMs", ms(t.total))
+        return object.finish()
     }
 
     static func progress(jobID: String, _ progress: TransferProgress) -> JSONValue {
