@@ -49,18 +49,38 @@ public struct RequestURL: Sendable, Equatable {
             return String(cString: value)
         }
         // libcurl took the URL without guessing a scheme, so the text starts with one and a colon.
-        let utf8 = text.utf8
-        let colon = utf8.firstIndex(of: UInt8(ascii: ":")) ?? utf8.endIndex
-        let scheme = Self.lowercasedASCII(String(text[..<colon]))
-        guard scheme == "http" || scheme == "https" else { throw .schemeNotAllowed(scheme) }
+        let (scheme, noAuthority) = Self.scheme(of: text)
+        guard let scheme else {
+            let utf8 = text.utf8
+            let colon = utf8.firstIndex(of: UInt8(ascii: ":")) ?? utf8.endIndex
+            throw .schemeNotAllowed(Self.lowercasedASCII(String(text[..<colon])))
+        }
         // libcurl reads "http:///path" as host "path"; an empty authority is malformed.
-        if utf8[colon...].starts(with: ":///".utf8) { throw .malformed("no host") }
+        if noAuthority { throw .malformed("no host") }
         guard let host = part(CURLUPART_HOST), !host.isEmpty else { throw .malformed("no host") }
         self.text = text
         self.scheme = scheme
         self.parsed = parsed
         self.host = Self.lowercasedASCII(host)
         self.port = Int(part(CURLUPART_PORT, flags: UInt32(CURLU_DEFAULT_PORT)) ?? "") ?? (scheme == "https" ? 443 : 80)
+    }
+
+    /// "http" or "https" (the text's scheme in any case; nil for any other), and whether
+    /// ":///" follows it (an empty authority). Read from the bytes: this runs for every request.
+    private static func scheme(of text: String) -> (String?, noAuthority: Bool) {
+        var text = text
+        return text.withUTF8 { bytes -> (String?, noAuthority: Bool) in
+            // `| 0x20` lowers a letter; for these four letters no other byte maps onto them.
+            func isLetter(_ index: Int, _ letter: Unicode.Scalar) -> Bool {
+                index < bytes.count && bytes[index] | 0x20 == UInt8(ascii: letter)
+            }
+            guard isLetter(0, "h"), isLetter(1, "t"), isLetter(2, "t"), isLetter(3, "p") else { return (nil, false) }
+            let colon = isLetter(4, "s") ? 5 : 4
+            guard colon < bytes.count, bytes[colon] == UInt8(ascii: ":") else { return (nil, false) }
+            let noAuthority = colon + 3 < bytes.count && bytes[colon + 1] == UInt8(ascii: "/")
+                && bytes[colon + 2] == UInt8(ascii: "/") && bytes[colon + 3] == UInt8(ascii: "/")
+            return (colon == 5 ? "https" : "http", noAuthority)
+        }
     }
 
     /// Names in URLs are ASCII here (libcurl gives IDN hosts in punycode): lowered without a

@@ -28,6 +28,12 @@ final class RequestURLTests: XCTestCase {
         XCTAssertEqual(url.port, 8080)
         XCTAssertEqual(try RequestURL("https://example.com/").port, 443)
         XCTAssertEqual(try RequestURL("http://[::1]/").port, 80)
+        XCTAssertEqual(try RequestURL("hTTpS://Example.com/").scheme, "https")
+        XCTAssertEqual(try RequestURL("HTTPS://h/").port, 443)
+        // Near misses of the two schemes are refused (libcurl knows none of them).
+        for text in ["httpx://h/", "htt://h/", "https1://h/", "http//h/"] {
+            XCTAssertThrowsError(try RequestURL(text), text)
+        }
     }
 
     func testRefusesOtherSchemes() {
@@ -41,7 +47,7 @@ final class RequestURLTests: XCTestCase {
     }
 
     func testRefusesMalformedURLs() {
-        for text in ["", "not a url", "http://", "example.com/no-scheme", "http://exa mple.com/", "http:///path"] {
+        for text in ["", "not a url", "http://", "example.com/no-scheme", "http://exa mple.com/", "http:///path", "HTTPS:///path"] {
             XCTAssertThrowsError(try RequestURL(text)) { error in
                 guard case .malformed = error as? RequestURL.Problem else { return XCTFail("\(text): \(error)") }
             }
