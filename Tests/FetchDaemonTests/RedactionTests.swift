@@ -136,6 +136,17 @@ final class RedactionTests: XCTestCase {
         let expected: JSONValue = ["user": "bob", "password": .string(mask), "list": [["token": .string(mask)], "plain"],
                                    "inner": ["apiKey": .string(mask), "refresh_token": .string(mask)]]
         XCTAssertEqual(r.json(value), expected)
+        // An object written ahead as text is masked the same way.
+        var writer = JSONObjectWriter()
+        writer.add("user", "bob")
+        writer.add("password", "hunter22")
+        let encoded = writer.finish()
+        XCTAssertEqual(r.json(encoded), ["user": "bob", "password": .string(mask)])
+        let rule = Redaction(enabled: false, ruleSecrets: ["s3cretRule"])
+        var carried = JSONObjectWriter()
+        carried.add("echo", "Bearer s3cretRule")
+        let echoed = carried.finish()
+        XCTAssertEqual(rule.json(echoed), ["echo": .string("Bearer \(mask)")])
     }
 
     func testQueryAndFormParsing() {

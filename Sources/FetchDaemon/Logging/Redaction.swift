@@ -30,6 +30,7 @@ struct Redaction: Sendable {
         case .object(let object): .object(JSONObject(object.members.map { ($0.key, maskRuleSecrets($0.value)) }))
         case .array(let items): .array(items.map(maskRuleSecrets))
         case .string(let s): .string(maskRuleSecrets(s))
+        case .encoded(let text): maskRuleSecrets(text.decoded)
         default: value
         }
     }
@@ -127,6 +128,7 @@ struct Redaction: Sendable {
                 learnJSON(member)
             }
         case .array(let items): items.forEach { learnJSON($0) }
+        case .encoded(let text): learnJSON(text.decoded)
         default: break
         }
     }
@@ -192,6 +194,8 @@ struct Redaction: Sendable {
             }))
         case .array(let items): return .array(items.map(json))
         case .string(let s): return .string(text(s))
+        // Written ahead as text: masked as the values it stands for.
+        case .encoded(let encoded): return json(encoded.decoded)
         default: return value
         }
     }
