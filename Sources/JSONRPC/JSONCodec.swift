@@ -402,12 +402,17 @@ public struct JSONObjectWriter: ~Copyable {
         out.append(UInt8(ascii: "{"))
     }
 
+    /// A comma before every member but the first.
+    private mutating func separate() {
+        if members > 0 { out.append(UInt8(ascii: ",")) }
+        members += 1
+    }
+
     private mutating func key(_ key: String) {
         #if DEBUG
         assert(keys.insert(key).inserted, "duplicate key \(key) in a JSON object")
         #endif
-        if members > 0 { out.append(UInt8(ascii: ",")) }
-        members += 1
+        separate()
         JSONCodec.writeString(key, to: &out)
         out.append(UInt8(ascii: ":"))
     }
@@ -424,9 +429,8 @@ public struct JSONObjectWriter: ~Copyable {
         assert(keys.insert(key.description).inserted, "duplicate key \(key) in a JSON object")
         assert(!key.description.utf8.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }, "key \(key) needs escaping")
         #endif
-        out.append(UInt8(ascii: members > 0 ? "," : "\""))
-        if members > 0 { out.append(UInt8(ascii: "\"")) }
-        members += 1
+        separate()
+        out.append(UInt8(ascii: "\""))
         out.append(key)
         out.append(UInt8(ascii: "\""))
         out.append(UInt8(ascii: ":"))
@@ -440,8 +444,7 @@ public struct JSONObjectWriter: ~Copyable {
         #if DEBUG
         assert(keys.insert(key.lowercased()).inserted, "duplicate key \(key) in a JSON object")
         #endif
-        if members > 0 { out.append(UInt8(ascii: ",")) }
-        members += 1
+        separate()
         let start = out.written
         JSONCodec.writeString(key, to: &out)
         out.lowercaseASCII(from: start)
