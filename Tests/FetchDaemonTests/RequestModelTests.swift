@@ -128,4 +128,20 @@ final class ResponseFieldsTests: XCTestCase {
         XCTAssertEqual(headers["set-cookie"], "a=1; Path=/\nb=2, c")
         XCTAssertEqual(headers["content-type"], "text/plain")
     }
+
+    func testManyHeadersAreGroupedTheSameWay() throws {
+        // Past the pairwise limit the grouping goes through a dictionary: same names, order and joins.
+        var many: [HTTPHeader] = []
+        for i in 0..<(ResponseFields.pairwiseHeaderLimit * 40) {
+            many.append(HTTPHeader(i % 3 == 0 ? "X-Repeat" : "X-Name-\(i)", "v\(i)"))
+            if i % 50 == 0 { many.append(HTTPHeader("Set-Cookie", "c\(i)=1")) }
+        }
+        let grouped = try XCTUnwrap(ResponseFields.headers(many).objectValue)
+        var expectedKeys: [String] = []
+        for header in many where !expectedKeys.contains(header.name.lowercased()) { expectedKeys.append(header.name.lowercased()) }
+        XCTAssertEqual(grouped.keys, expectedKeys)
+        XCTAssertEqual(grouped["x-repeat"], .string(many.filter { $0.name == "X-Repeat" }.map(\.value).joined(separator: ", ")))
+        XCTAssertEqual(grouped["set-cookie"], .string(many.filter { $0.name == "Set-Cookie" }.map(\.value).joined(separator: "\n")))
+        XCTAssertEqual(grouped["x-name-1"], "v1")
+    }
 }

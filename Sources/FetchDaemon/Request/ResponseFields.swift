@@ -10,6 +10,23 @@ enum ResponseFields {
     /// are written: no lowered copies, no tree of values.
     static func headers(_ headers: [HTTPHeader]) -> JSONValue {
         var object = JSONObjectWriter(capacity: 32 + headers.count * 48)
+        guard headers.count <= pairwiseHeaderLimit else {
+            // A server may send thousands of headers (up to HTTPLimits.responseHeaderBytes):
+            // grouped through a dictionary, so the work stays linear in their number.
+            var order: [String] = []
+            var joined: [String: String] = [:]
+            for header in headers {
+                let name = header.name.lowercased()
+                if joined[name] == nil {
+                    order.append(name)
+                    joined[name] = header.value
+                } else {
+                    joined[name]!.append((name == "set-cookie" ? "\n" : ", ") + header.value)
+                }
+            }
+            for name in order { object.add(name, joined[name]!) }
+            return object.finish()
+        }
         for index in headers.indices {
             let name = headers[index].name
             // A repeat was joined to the first header of its name.
@@ -22,6 +39,10 @@ enum ResponseFields {
         }
         return object.finish()
     }
+
+    /// Up to this many headers (every ordinary response) are grouped by comparing names
+    /// pairwise, with no dictionary and no lowered copies.
+    static let pairwiseHeaderLimit = 32
 
     /// Header names compared as ASCII without case (they are tokens).
     private static func sameName(_ a: String, _ b: String) -> Bool {
