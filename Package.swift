@@ -44,12 +44,14 @@ let package = Package(
         // HTTP: libcurl multi on one thread. Knows nothing of JSON or sockets.
         .target(name: "FetchEngine", dependencies: ["CCurl", "CLinux", "CDigest"], swiftSettings: strict),
         // JSON-RPC 2.0: JSON values, framing, dispatch. Knows nothing of HTTP.
-        .target(name: "JSONRPC", dependencies: ["CJansson"], swiftSettings: strict),
+        // jansson's parse trees from a per-thread arena (its json_set_alloc_funcs).
+        .target(name: "CJanssonArena"),
+        .target(name: "JSONRPC", dependencies: ["CJansson", "CJanssonArena"], swiftSettings: strict),
         // The daemon joins them: socket server, one file per method, jobs, configuration.
         .target(name: "FetchDaemon", dependencies: ["FetchEngine", "JSONRPC", "CLinux", "CSQLite", "CHiredis"], swiftSettings: strict),
         .executableTarget(name: "fetchd", dependencies: ["FetchDaemon", "CLinux"], swiftSettings: strict),
         .testTarget(name: "FetchEngineTests", dependencies: ["FetchEngine", "CCurl", "CLinux"], swiftSettings: strict),
-        .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"], swiftSettings: strict),
+        .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC", "CJanssonArena"], swiftSettings: strict),
         .testTarget(name: "FetchDaemonTests", dependencies: ["FetchDaemon", "JSONRPC", "FetchEngine"], swiftSettings: strict),
     ]
 )

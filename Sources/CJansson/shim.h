@@ -4,7 +4,6 @@
 
 /* Swift cannot see jansson's macros that wrap inline functions; typed wrappers. */
 static inline json_type fetchd_json_typeof(const json_t *j) { return json_typeof(j); }
-static inline void fetchd_json_decref(json_t *j) { json_decref(j); }
 static inline size_t fetchd_json_dumps_flags(int precision) {
     return JSON_COMPACT | JSON_REAL_PRECISION(precision) | JSON_ENCODE_ANY;
 }

@@ -1,4 +1,5 @@
 internal import CJansson
+internal import CJanssonArena
 import FoundationEssentials
 import Glibc
 
@@ -17,8 +18,10 @@ public enum JSONCodec {
         guard let base = bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count > 0 else {
             throw DecodingError(message: "empty message")
         }
-        if let root = json_loadb(base, bytes.count, flags, &error) {
-            defer { fetchd_json_decref(root) }
+        // The tree comes from this thread's arena and is given back as soon as it is read.
+        let parsed = fetchd_json_arena_loadb(base, bytes.count, flags, &error)
+        defer { fetchd_json_arena_release(parsed) }
+        if let root = parsed?.assumingMemoryBound(to: json_t.self) {
             return value(of: root)
         }
         // jansson refuses an integer beyond 64 bits, and its one remedy, JSON_DECODE_INT_AS_REAL,
@@ -30,15 +33,15 @@ public enum JSONCodec {
             throw DecodingError(message: errorText(error))
         }
         var retryError = json_error_t()
-        let root = widened.text.withUnsafeBufferPointer { text in
+        let reparsed = widened.text.withUnsafeBufferPointer { text in
             text.baseAddress!.withMemoryRebound(to: CChar.self, capacity: text.count) {
-                json_loadb($0, text.count, flags, &retryError)
+                fetchd_json_arena_loadb($0, text.count, flags, &retryError)
             }
         }
-        guard let root else {
+        defer { fetchd_json_arena_release(reparsed) }
+        guard let root = reparsed?.assumingMemoryBound(to: json_t.self) else {
             throw DecodingError(message: errorText(retryError, columnShift: widened.columnShift(for: retryError)))
         }
-        defer { fetchd_json_decref(root) }
         return value(of: root)
     }
 
