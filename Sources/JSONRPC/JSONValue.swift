@@ -63,10 +63,12 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
 
     /// The object without the members `drop` picks, and whether it picked any: one pass,
     /// and no copy when nothing is dropped.
-    public func removingMembers(where drop: (String) -> Bool) -> (object: JSONObject, removed: Bool) {
+    /// `keepingRoomFor`: members the caller will append to the result (room is made for them
+    /// at once).
+    public func removingMembers(where drop: (String) -> Bool, keepingRoomFor extra: Int = 0) -> (object: JSONObject, removed: Bool) {
         guard let first = members.firstIndex(where: { drop($0.key) }) else { return (self, false) }
         var kept = JSONObject()
-        kept.members.reserveCapacity(members.count - 1)
+        kept.members.reserveCapacity(members.count - 1 + extra)
         kept.members.append(contentsOf: members[..<first])
         for member in members[(first + 1)...] where !drop(member.key) { kept.members.append(member) }
         return (kept, true)

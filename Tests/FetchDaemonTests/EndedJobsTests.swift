@@ -46,4 +46,13 @@ final class EndedJobsTests: XCTestCase {
         let noBody: JSONValue = ["status": 204, "url": "u"]
         XCTAssertEqual(EndedJobs.kept(noBody).objectValue?.keys, ["status", "url"])
     }
+
+    func testBodyFieldsAreKnownByNameNotByLength() {
+        for key in ["body", "json", "jsonError", "bodyBase64"] { XCTAssertTrue(EndedJobs.isBodyField(key), key) }
+        // Same lengths as the body fields, and near misses.
+        for key in ["url", "jobId", "Body", "JSON", "bod", "bodyX", "redirects", "elapsedMs", "jsonErrorX", "bodyBase65",
+                    "httpVersion", "", "bodyOmitted"] {
+            XCTAssertFalse(EndedJobs.isBodyField(key), key)
+        }
+    }
 }

@@ -51,11 +51,20 @@ struct EndedJobs: Sendable {
     /// 1,000 bodies of up to 64 MiB); `bodyOmitted` says it was there.
     static func kept(_ result: JSONValue) -> JSONValue {
         guard case .object(let object) = result else { return result }
-        var (kept, omitted) = object.removingMembers { key in
-            key == "body" || key == "bodyBase64" || key == "json" || key == "jsonError"
-        }
+        var (kept, omitted) = object.removingMembers(where: isBodyField, keepingRoomFor: 1)
         guard omitted else { return result }
         kept.append(distinctKey: "bodyOmitted", true)
         return .object(kept)
+    }
+
+    /// "body", "bodyBase64", "json" or "jsonError". Asked of every member of every fetch's
+    /// answer: the length decides first, so most keys are never compared.
+    static func isBodyField(_ key: String) -> Bool {
+        switch key.utf8.count {
+        case 4: key == "body" || key == "json"
+        case 9: key == "jsonError"
+        case 10: key == "bodyBase64"
+        default: false
+        }
     }
 }
