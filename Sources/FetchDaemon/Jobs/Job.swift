@@ -227,7 +227,30 @@ struct PipelineState: Sendable {
     var queuedMs = 0.0
     /// When the last attempt passed the metrics stage (monotonic µs).
     var attemptStartMicroseconds = 0
-    var cache = CacheState()
+
+    /// The cache stage's state (776 bytes) lives apart, made the first time that stage
+    /// changes it: a job the cache never touches (no cache, or a request it bypasses before
+    /// writing) does not carry it, which keeps `Job` under glibc's per-thread cache size
+    /// (1,032 bytes; a larger block takes malloc's slow path and consolidates its fast bins).
+    /// Copied on write, so it keeps a value's semantics.
+    /// (A `_read` accessor here would put its 2 KB coroutine frame on the heap at every read.)
+    var cache: CacheState {
+        get { cacheBox?.state ?? CacheState() }
+        _modify {
+            if !isKnownUniquelyReferenced(&cacheBox) { cacheBox = CacheBox(cacheBox?.state ?? CacheState()) }
+            yield &cacheBox!.state
+        }
+    }
+    /// What every answer reads (`cache` in the result), without a copy of the whole state.
+    var cacheOutcome: CacheOutcome? { cacheBox?.state.outcome }
+    private var cacheBox: CacheBox?
+
+    /// Mutated only through `cache`'s copy on write, by the job's one thread at a time (the
+    /// rule of `Job.pipeline`).
+    private final class CacheBox: @unchecked Sendable {
+        var state: CacheState
+        init(_ state: CacheState) { self.state = state }
+    }
 }
 
 /// What jobs run on: the engine, and the admission queue that applies every host's limits.

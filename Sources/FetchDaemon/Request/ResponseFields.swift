@@ -66,7 +66,7 @@ enum ResponseFields {
             "timings": timings(response.timings, queuedMs: job.pipeline.queuedMs),
             "remoteAddress": response.remoteAddress.map(JSONValue.string) ?? .null,
         ]
-        if let cache = job.pipeline.cache.outcome { result["cache"] = .string(cache.rawValue) }
+        if let cache = job.pipeline.cacheOutcome { result["cache"] = .string(cache.rawValue) }
         if job.spec.model.exchange {
             result["exchange"] = exchange(job: job, response: response)
             result["sentBytes"] = .integer(response.sentBytes)
