@@ -42,8 +42,14 @@ final class CookieJars {
     /// request without this (5 MB after the bench's load). The next `attach` turns the
     /// cookie engine on again.
     static func reset(_ easy: UnsafeMutableRawPointer) {
-        fetchd_easy_setopt_str(easy, CURLOPT_COOKIEFILE, nil)
+        detach(easy)
         curl_easy_reset(easy)
+    }
+
+    /// Frees the handle's cookie file list, for a handle that goes back to the pool without a
+    /// reset (the next `attach` sets the share and the list again).
+    static func detach(_ easy: UnsafeMutableRawPointer) {
+        fetchd_easy_setopt_str(easy, CURLOPT_COOKIEFILE, nil)
     }
 
     /// Every cookie in the jar, expired or not (libcurl purges lazily). Unknown jar: none.

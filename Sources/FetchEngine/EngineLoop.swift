@@ -42,7 +42,9 @@ final class EngineLoop: @unchecked Sendable {
     // Engine thread only.
     private var watched: (fd: Int32, onReadable: @Sendable () -> Void)?
     private var active: [UInt64: Transfer] = [:]
-    private var handlePool: [UnsafeMutableRawPointer] = []
+    /// Easy handles for the next transfers; `configured` ones still have the baseline
+    /// options set (Transfer.configure).
+    private var handlePool: [PooledHandle] = []
     private var stopping = false
     /// Finished downloads whose completion waits for their queued writes.
     private var writing = 0
@@ -99,7 +101,7 @@ final class EngineLoop: @unchecked Sendable {
             }
         }
         drainCommands()  // answers cookie commands that came with or after the stop
-        for handle in handlePool { curl_easy_cleanup(handle) }
+        for pooled in handlePool { curl_easy_cleanup(pooled.easy) }
         handlePool.removeAll()
         curl_multi_cleanup(multi)
         jars.release()
@@ -171,14 +173,16 @@ final class EngineLoop: @unchecked Sendable {
             transfer.finish(.failure(TransferError(.other, "duplicate transfer id \(transfer.id)")))
             return
         }
-        let easy = handlePool.popLast() ?? curl_easy_init()!
+        let pooled = handlePool.popLast()
+        let easy = pooled?.easy ?? curl_easy_init()!
+        let configured = pooled?.configured ?? false
         let id = transfer.id
         if transfer.downloadSink != nil || transfer.request.bodyBudget != nil {
             transfer.resumeAfterPause = { [weak self] in self?.submit(.unpause(id)) }
         }
         transfer.turns = turns
-        transfer.configure(easy, settings: settings, defaults: defaults)
-        fetchd_easy_count_sockets(easy, openSockets)
+        transfer.configure(easy, settings: settings, defaults: defaults, configured: configured)
+        if !configured { fetchd_easy_count_sockets(easy, openSockets) }
         jars.withJars { $0.attach(easy, jar: transfer.request.cookieJar) }
         active[transfer.id] = transfer
         activeCount.store(active.count, ordering: .relaxed)
@@ -268,12 +272,25 @@ final class EngineLoop: @unchecked Sendable {
             complete(transfer, result)
         }
         transfer.easy = nil
-        if handlePool.count < settings.handlePoolSize {
-            CookieJars.reset(easy)
-            handlePool.append(easy)
+        guard handlePool.count < settings.handlePoolSize else { return curl_easy_cleanup(easy) }
+        if case .success = result, transfer.leavesBaselineOnly, Self.madeNoConnection(easy) {
+            // Only the options every transfer sets again differ from the baseline: the next
+            // transfer takes the handle as it is. Its cookie file list goes (see reset).
+            CookieJars.detach(easy)
+            handlePool.append(PooledHandle(easy: easy, configured: true))
         } else {
-            curl_easy_cleanup(easy)
+            CookieJars.reset(easy)
+            handlePool.append(PooledHandle(easy: easy, configured: false))
         }
+    }
+
+    /// Whether the transfer ran on a connection it reused, making none. A handle that
+    /// connected goes through `curl_easy_reset`: libcurl 7.88 counts a dead reused
+    /// connection's retry (a fresh connect) on the handle and zeroes that count only there,
+    /// and five would fail a later transfer.
+    private static func madeNoConnection(_ easy: UnsafeMutableRawPointer) -> Bool {
+        var connects = 0
+        return fetchd_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK && connects == 0
     }
 
     private func complete(_ transfer: Transfer, _ result: Result<HTTPResponse, TransferError>) {
@@ -282,6 +299,13 @@ final class EngineLoop: @unchecked Sendable {
         // is counted by the daemon until it is (BodyBudget.answerPending).
         transfer.request.bodyBudget?.transferEnded(transfer.id, holding: transfer.budgetHeld)
     }
+}
+
+/// A handle in the engine's pool.
+private struct PooledHandle {
+    let easy: UnsafeMutableRawPointer
+    /// It still has the baseline options (its last transfer set nothing else).
+    let configured: Bool
 }
 
 /// curl_global_init must run once before any other libcurl call.

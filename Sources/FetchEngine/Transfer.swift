@@ -84,20 +84,26 @@ final class Transfer: @unchecked Sendable {
 
     // MARK: configuring the easy handle
 
-    func configure(_ easy: UnsafeMutableRawPointer, settings: EngineSettings, defaults: DefaultHeaders) {
+    /// Sets the handle's options for this transfer. `configured`: the handle comes from the
+    /// pool with the baseline options still set (its last transfer was a plain one, see
+    /// `leavesBaselineOnly`), so only what each transfer has of its own is set.
+    func configure(_ easy: UnsafeMutableRawPointer, settings: EngineSettings, defaults: DefaultHeaders, configured: Bool) {
         self.easy = easy
         let me = Unmanaged.passUnretained(self).toOpaque()
         // Room for a typical response's headers at once, not grown one doubling at a time.
         responseHeaders.reserveCapacity(16)
-        setLong(CURLOPT_NOSIGNAL, 1)
+        if !configured { Self.setBaseline(easy, settings: settings) }
         if let parsed = request.parsedURL, parsed.text == request.url {
-            // Parsed once already, when the request was read: libcurl reads that parse.
+            // Parsed once already, when the request was read: libcurl reads that parse. On a
+            // reused handle the last transfer's URL text goes first: libcurl 7.88 takes the
+            // effective URL from the parse only while it has no text.
+            if configured { fetchd_easy_setopt_str(easy, CURLOPT_URL, nil) }
             fetchd_easy_setopt_ptr(easy, CURLOPT_CURLU, UnsafeMutableRawPointer(parsed.handle))
         } else {
+            // libcurl prefers a CURLU to the URL text: a reused handle's last one goes.
+            if configured { fetchd_easy_setopt_ptr(easy, CURLOPT_CURLU, nil) }
             fetchd_easy_setopt_str(easy, CURLOPT_URL, request.url)
         }
-        fetchd_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
-        fetchd_easy_setopt_str(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         fetchd_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         fetchd_easy_setopt_ptr(easy, CURLOPT_PRIVATE, me)
         setLong(CURLOPT_TIMEOUT_MS, request.timeoutMs)
@@ -105,30 +111,27 @@ final class Transfer: @unchecked Sendable {
         setLong(CURLOPT_FOLLOWLOCATION, request.maxRedirects > 0 ? 1 : 0)
         setLong(CURLOPT_MAXREDIRS, request.maxRedirects)
         switch request.httpVersion {
-        case nil: setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_2tls()))
+        case nil: break  // the baseline's: HTTP/2 over TLS when offered
         case .http1_1?: setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_1_1()))
         case .http2?: setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_2()))
         }
-        // Decodes every encoding libcurl can; the header itself is one of `defaults`' lines.
-        fetchd_easy_setopt_str(easy, CURLOPT_ACCEPT_ENCODING, "")
         // A proxy's CONNECT carries no custom header lines: it gets the agent from here.
-        if request.proxy != nil || settings.proxyFromEnvironment {
+        if request.proxy != nil && !settings.proxyFromEnvironment {
             fetchd_easy_setopt_str(easy, CURLOPT_USERAGENT, settings.userAgent)
         }
-        if let caFile = request.caFile ?? settings.caFile { fetchd_easy_setopt_str(easy, CURLOPT_CAINFO, caFile) }
-        configureRouting(easy, settings: settings)
+        if let caFile = request.caFile { fetchd_easy_setopt_str(easy, CURLOPT_CAINFO, caFile) }
+        configureRouting(easy)
         if case .file = request.destination {
             // A large receive buffer only pays off for bodies streamed to disk; for small
             // answers its allocation would cost more than the transfer.
             setLong(CURLOPT_BUFFERSIZE, settings.receiveBufferBytes)
         }
 
-        fetchd_easy_setopt_data_cb(easy, CURLOPT_WRITEFUNCTION, transferWriteCallback)
         fetchd_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me)
-        fetchd_easy_setopt_data_cb(easy, CURLOPT_HEADERFUNCTION, transferHeaderCallback)
         fetchd_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me)
+        // Set either way: a reused handle may come from a transfer with the other.
+        setLong(CURLOPT_NOPROGRESS, onProgress == nil ? 1 : 0)
         if onProgress != nil {
-            setLong(CURLOPT_NOPROGRESS, 0)
             fetchd_easy_setopt_xferinfo_cb(easy, transferProgressCallback)
             fetchd_easy_setopt_ptr(easy, CURLOPT_XFERINFODATA, me)
         }
@@ -150,27 +153,57 @@ final class Transfer: @unchecked Sendable {
         }
     }
 
+    /// The options every transfer of this engine has alike, set on a fresh or reset handle.
+    /// A handle whose transfer set nothing else keeps them for the next (EngineLoop's pool):
+    /// `curl_easy_reset` and setting these again cost about 8k instructions per request, the
+    /// protocol lists parsed and the encodings listed each time (callgrind).
+    private static func setBaseline(_ easy: UnsafeMutableRawPointer, settings: EngineSettings) {
+        fetchd_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        fetchd_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        fetchd_easy_setopt_str(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        fetchd_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(fetchd_http_version_2tls()))
+        // Decodes every encoding libcurl can; the header itself is one of `defaults`' lines.
+        fetchd_easy_setopt_str(easy, CURLOPT_ACCEPT_ENCODING, "")
+        // A proxy from the environment: its CONNECT gets the agent from here (see configure).
+        if settings.proxyFromEnvironment { fetchd_easy_setopt_str(easy, CURLOPT_USERAGENT, settings.userAgent) }
+        if let caFile = settings.caFile { fetchd_easy_setopt_str(easy, CURLOPT_CAINFO, caFile) }
+        if !settings.proxyFromEnvironment {
+            // "" is libcurl's "no proxy, and no look at the environment" (EngineSettings).
+            fetchd_easy_setopt_str(easy, CURLOPT_PROXY, "")
+            fetchd_easy_setopt_str(easy, CURLOPT_NOPROXY, "")
+        }
+        fetchd_easy_setopt_data_cb(easy, CURLOPT_WRITEFUNCTION, transferWriteCallback)
+        fetchd_easy_setopt_data_cb(easy, CURLOPT_HEADERFUNCTION, transferHeaderCallback)
+    }
+
+    /// Whether this transfer set no option beyond the baseline's and the ones every transfer
+    /// sets again (URL, timeouts, redirects, the private and data pointers, progress or not,
+    /// HTTPGET, the header list, the cookie share): a GET into memory with none of the
+    /// request's own transport options and no exchange recorded. Its handle then goes back to
+    /// the pool as it is, when the transfer also succeeded on a reused connection (see
+    /// EngineLoop.end).
+    var leavesBaselineOnly: Bool {
+        guard request.method == "GET", case .none = request.body, case .memory = request.destination,
+              recorder == nil else { return false }
+        return request.httpVersion == nil && request.proxy == nil && request.noProxy == nil && !request.insecure
+            && request.caFile == nil && request.maxRecvBytesPerSecond == nil && request.maxSendBytesPerSecond == nil
+            && request.certFile == nil && request.keyFile == nil && request.range == nil && request.unixSocket == nil
+            && request.connectTo.isEmpty && request.awsSigV4 == nil
+    }
+
     /// TLS verification, a range, where to connect: libcurl keys its reused connections on
     /// these (verification, CA, Unix socket, connect-to), so requests with different ones
-    /// never share a connection.
-    private func configureRouting(_ easy: UnsafeMutableRawPointer, settings: EngineSettings) {
+    /// never share a connection. Only what the request has of its own: "no proxy" is the
+    /// baseline's.
+    private func configureRouting(_ easy: UnsafeMutableRawPointer) {
         if request.insecure {
             setLong(CURLOPT_SSL_VERIFYPEER, 0)
             setLong(CURLOPT_SSL_VERIFYHOST, 0)
         }
         if let cap = request.maxRecvBytesPerSecond { fetchd_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(cap)) }
         if let cap = request.maxSendBytesPerSecond { fetchd_easy_setopt_off(easy, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(cap)) }
-        // "" is libcurl's "no proxy, and no look at the environment" (EngineSettings).
-        if let proxy = request.proxy {
-            fetchd_easy_setopt_str(easy, CURLOPT_PROXY, proxy)
-        } else if !settings.proxyFromEnvironment {
-            fetchd_easy_setopt_str(easy, CURLOPT_PROXY, "")
-        }
-        if let noProxy = request.noProxy {
-            fetchd_easy_setopt_str(easy, CURLOPT_NOPROXY, noProxy)
-        } else if !settings.proxyFromEnvironment {
-            fetchd_easy_setopt_str(easy, CURLOPT_NOPROXY, "")
-        }
+        if let proxy = request.proxy { fetchd_easy_setopt_str(easy, CURLOPT_PROXY, proxy) }
+        if let noProxy = request.noProxy { fetchd_easy_setopt_str(easy, CURLOPT_NOPROXY, noProxy) }
         if let cert = request.certFile { fetchd_easy_setopt_str(easy, CURLOPT_SSLCERT, cert) }
         if let key = request.keyFile { fetchd_easy_setopt_str(easy, CURLOPT_SSLKEY, key) }
         if let range = request.range { fetchd_easy_setopt_str(easy, CURLOPT_RANGE, range) }
