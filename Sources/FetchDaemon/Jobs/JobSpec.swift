@@ -17,26 +17,31 @@ final class JobSpec: Sendable {
         let make: @Sendable (Job, HTTPResponse) throws -> JSONValue
     }
 
-    let kind: Kind
+    // Stored in this order so that the one-byte fields share the last word: the instance
+    // (1,000 bytes) stays below malloc's large-chunk size (1,024 with its header), where an
+    // allocation takes the slow path and consolidates the fast bins.
     let model: RequestModel
     /// The request URL's host, whose limits apply (parsed once).
     let host: HostKey
     let request: HTTPRequest
     let stages: [any Stage]
-    let retryPolicy: RetryPolicy
+    /// `durable: true` (download and upload): what is written to the state directory, so the
+    /// job is resumed after a restart.
+    var durableRecord: DurableStore.Record? { durableBox.value }
+    var durable: Bool { durableBox.isPresent }
+    /// 136 bytes inline would keep every spec above that size.
+    private let durableBox: Rare<DurableStore.Record>
     let answer: Answer
+    let retryPolicy: RetryPolicy
+    let kind: Kind
     /// The stages prepare each attempt on the blocking threads: they or the transfer open
     /// files the client named, which is never done on the thread that reads requests.
     let preparesOnWorker: Bool
-    /// `durable: true` (download and upload): what is written to the state directory, so the
-    /// job is resumed after a restart.
-    let durableRecord: DurableStore.Record?
-    var durable: Bool { durableRecord != nil }
 
     /// `request` is consumed: the caller's (usually a temporary) moves into the spec.
     init(kind: Kind, model: RequestModel, request: consuming HTTPRequest, stages: [any Stage], retryPolicy: RetryPolicy? = nil,
          preparesOnWorker: Bool = false, durableRecord: DurableStore.Record? = nil, answer: Answer) {
-        self.durableRecord = durableRecord
+        durableBox = Rare(durableRecord)
         self.kind = kind
         self.model = model
         host = HostKey(model.url)

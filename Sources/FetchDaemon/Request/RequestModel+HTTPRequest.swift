@@ -39,7 +39,7 @@ extension RequestModel {
         request.cookieJar = cookieJar
         request.removedHeaders = removedHeaders
         request.recordsExchange = exchange
-        routing.apply(to: &request)
+        if hasRouting { routing.apply(to: &request) }
         return request
     }
 

@@ -42,8 +42,16 @@ struct RequestModel: Sendable {
     var connectTimeout: Double = 10
     /// Seconds for the whole job, every attempt and retry wait included (nil: no limit).
     var maxTime: Double?
-    /// TLS, routing and protocol choices (insecure, caFile, httpVersion, range, resolve, unixSocket).
-    var routing = RequestRouting()
+    /// TLS, routing and protocol choices (insecure, caFile, httpVersion, range, resolve,
+    /// unixSocket). Most requests have none: kept behind one reference (168 bytes inline
+    /// would keep every JobSpec above glibc's per-thread cache size).
+    var routing: RequestRouting {
+        get { routingBox.value ?? RequestRouting() }
+        set { routingBox = Rare(newValue == RequestRouting() ? nil : newValue) }
+    }
+    private var routingBox = Rare<RequestRouting>(nil)
+    /// Whether the request has any of them (else the engine's defaults stand).
+    var hasRouting: Bool { routingBox.isPresent }
     var retry = RetrySetting()
     var maxRedirects = 10
     /// nil: no cookies (`false`); otherwise the jar's name.
