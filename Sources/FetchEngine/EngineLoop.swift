@@ -45,6 +45,8 @@ final class EngineLoop: @unchecked Sendable {
     /// Easy handles for the next transfers; `configured` ones still have the baseline
     /// options set (Transfer.configure).
     private var handlePool: [PooledHandle] = []
+    /// The command queue's other buffer (drainCommands).
+    private var spareCommands: [Command] = []
     private var stopping = false
     /// Finished downloads whose completion waits for their queued writes.
     private var writing = 0
@@ -133,10 +135,14 @@ final class EngineLoop: @unchecked Sendable {
     }
 
     private func drainCommands() {
-        let pending = commands.withLock { queue -> [Command] in
-            let taken = queue
-            queue.removeAll(keepingCapacity: true)
-            return taken
+        // The queue and this thread's spare trade places: each keeps its buffer, so a drain
+        // allocates nothing (taking a copy and emptying the queue made a new buffer each time).
+        var pending = spareCommands
+        spareCommands = []
+        commands.withLock { swap(&$0, &pending) }
+        defer {
+            pending.removeAll(keepingCapacity: true)
+            spareCommands = pending
         }
         for command in pending {
             switch command {

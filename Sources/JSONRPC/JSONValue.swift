@@ -32,6 +32,12 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
 
     public init() { members = [] }
 
+    /// An empty object with room for this many members.
+    public init(reservingCapacity capacity: Int) {
+        members = []
+        members.reserveCapacity(capacity)
+    }
+
     public init(_ members: [(String, JSONValue)]) {
         self.members = []
         for (key, value) in members { self[key] = value }
