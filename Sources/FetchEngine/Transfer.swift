@@ -110,17 +110,8 @@ final class Transfer: @unchecked Sendable {
         setLong(CURLOPT_CONNECTTIMEOUT_MS, request.connectTimeoutMs)
         setLong(CURLOPT_FOLLOWLOCATION, request.maxRedirects > 0 ? 1 : 0)
         setLong(CURLOPT_MAXREDIRS, request.maxRedirects)
-        switch request.httpVersion {
-        case nil: break  // the baseline's: HTTP/2 over TLS when offered
-        case .http1_1?: setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_1_1()))
-        case .http2?: setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_2()))
-        }
-        // A proxy's CONNECT carries no custom header lines: it gets the agent from here.
-        if request.proxy != nil && !settings.proxyFromEnvironment {
-            fetchd_easy_setopt_str(easy, CURLOPT_USERAGENT, settings.userAgent)
-        }
-        if let caFile = request.caFile { fetchd_easy_setopt_str(easy, CURLOPT_CAINFO, caFile) }
-        configureRouting(easy)
+        // Most requests have no transport option of their own: the baseline's stand.
+        if let options = request.transportIfSet { configureTransport(easy, options, settings: settings) }
         if case .file = request.destination {
             // A large receive buffer only pays off for bodies streamed to disk; for small
             // answers its allocation would cost more than the transfer.
@@ -144,13 +135,6 @@ final class Transfer: @unchecked Sendable {
 
         configureMethodAndBody(easy, me: me)
         configureHeaders(easy, defaults: defaults)
-        if let signing = request.awsSigV4 {
-            // The handle copies the strings. CURLOPT_UNRESTRICTED_AUTH stays off: a redirect
-            // to another host is not signed.
-            fetchd_easy_setopt_str(easy, CURLOPT_AWS_SIGV4, signing.provider)
-            fetchd_easy_setopt_str(easy, CURLOPT_USERNAME, signing.accessKeyID)
-            fetchd_easy_setopt_str(easy, CURLOPT_PASSWORD, signing.secretAccessKey)
-        }
     }
 
     /// The options every transfer of this engine has alike, set on a fresh or reset handle.
@@ -185,34 +169,48 @@ final class Transfer: @unchecked Sendable {
     var leavesBaselineOnly: Bool {
         guard request.method == "GET", case .none = request.body, case .memory = request.destination,
               recorder == nil else { return false }
-        return request.httpVersion == nil && request.proxy == nil && request.noProxy == nil && !request.insecure
-            && request.caFile == nil && request.maxRecvBytesPerSecond == nil && request.maxSendBytesPerSecond == nil
-            && request.certFile == nil && request.keyFile == nil && request.range == nil && request.unixSocket == nil
-            && request.connectTo.isEmpty && request.awsSigV4 == nil
+        return request.transportIfSet == nil
     }
 
-    /// TLS verification, a range, where to connect: libcurl keys its reused connections on
-    /// these (verification, CA, Unix socket, connect-to), so requests with different ones
-    /// never share a connection. Only what the request has of its own: "no proxy" is the
-    /// baseline's.
-    private func configureRouting(_ easy: UnsafeMutableRawPointer) {
-        if request.insecure {
+    /// The request's own transport options. TLS verification, a range, where to connect:
+    /// libcurl keys its reused connections on these (verification, CA, Unix socket,
+    /// connect-to), so requests with different ones never share a connection.
+    private func configureTransport(_ easy: UnsafeMutableRawPointer, _ options: TransportOptions, settings: EngineSettings) {
+        switch options.httpVersion {
+        case nil: break  // the baseline's: HTTP/2 over TLS when offered
+        case .http1_1?: setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_1_1()))
+        case .http2?: setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_2()))
+        }
+        // A proxy's CONNECT carries no custom header lines: it gets the agent from here.
+        if options.proxy != nil && !settings.proxyFromEnvironment {
+            fetchd_easy_setopt_str(easy, CURLOPT_USERAGENT, settings.userAgent)
+        }
+        if let caFile = options.caFile { fetchd_easy_setopt_str(easy, CURLOPT_CAINFO, caFile) }
+        if options.insecure {
             setLong(CURLOPT_SSL_VERIFYPEER, 0)
             setLong(CURLOPT_SSL_VERIFYHOST, 0)
         }
-        if let cap = request.maxRecvBytesPerSecond { fetchd_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(cap)) }
-        if let cap = request.maxSendBytesPerSecond { fetchd_easy_setopt_off(easy, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(cap)) }
-        if let proxy = request.proxy { fetchd_easy_setopt_str(easy, CURLOPT_PROXY, proxy) }
-        if let noProxy = request.noProxy { fetchd_easy_setopt_str(easy, CURLOPT_NOPROXY, noProxy) }
-        if let cert = request.certFile { fetchd_easy_setopt_str(easy, CURLOPT_SSLCERT, cert) }
-        if let key = request.keyFile { fetchd_easy_setopt_str(easy, CURLOPT_SSLKEY, key) }
-        if let range = request.range { fetchd_easy_setopt_str(easy, CURLOPT_RANGE, range) }
-        if let path = request.unixSocket { fetchd_easy_setopt_str(easy, CURLOPT_UNIX_SOCKET_PATH, path) }
-        if !request.connectTo.isEmpty {
+        if let cap = options.maxRecvBytesPerSecond { fetchd_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(cap)) }
+        if let cap = options.maxSendBytesPerSecond { fetchd_easy_setopt_off(easy, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(cap)) }
+        // "No proxy" is the baseline's (EngineSettings).
+        if let proxy = options.proxy { fetchd_easy_setopt_str(easy, CURLOPT_PROXY, proxy) }
+        if let noProxy = options.noProxy { fetchd_easy_setopt_str(easy, CURLOPT_NOPROXY, noProxy) }
+        if let cert = options.certFile { fetchd_easy_setopt_str(easy, CURLOPT_SSLCERT, cert) }
+        if let key = options.keyFile { fetchd_easy_setopt_str(easy, CURLOPT_SSLKEY, key) }
+        if let range = options.range { fetchd_easy_setopt_str(easy, CURLOPT_RANGE, range) }
+        if let path = options.unixSocket { fetchd_easy_setopt_str(easy, CURLOPT_UNIX_SOCKET_PATH, path) }
+        if !options.connectTo.isEmpty {
             var list: UnsafeMutablePointer<curl_slist>? = nil
-            for entry in request.connectTo { list = curl_slist_append(list, entry) }
+            for entry in options.connectTo { list = curl_slist_append(list, entry) }
             connectToList = list
             fetchd_easy_setopt_slist(easy, CURLOPT_CONNECT_TO, list)
+        }
+        if let signing = options.awsSigV4 {
+            // The handle copies the strings. CURLOPT_UNRESTRICTED_AUTH stays off: a redirect
+            // to another host is not signed.
+            fetchd_easy_setopt_str(easy, CURLOPT_AWS_SIGV4, signing.provider)
+            fetchd_easy_setopt_str(easy, CURLOPT_USERNAME, signing.accessKeyID)
+            fetchd_easy_setopt_str(easy, CURLOPT_PASSWORD, signing.secretAccessKey)
         }
     }
 

@@ -84,19 +84,22 @@ struct RequestRouting: Sendable, Equatable {
         }
     }
 
+    /// Sets the request's transport options at once (each change of one makes a new box).
     func apply(to request: inout HTTPRequest) {
-        request.insecure = insecure
-        if let caFile { request.caFile = caFile }
-        request.certFile = certFile
-        request.keyFile = keyFile
-        request.httpVersion = httpVersion
-        request.range = range
-        request.connectTo = connectTo
-        request.unixSocket = unixSocket
-        request.proxy = proxy
-        request.noProxy = noProxy
-        request.maxRecvBytesPerSecond = maxRecvBytesPerSecond
-        request.maxSendBytesPerSecond = maxSendBytesPerSecond
+        var options = request.transport
+        options.insecure = insecure
+        if let caFile { options.caFile = caFile }
+        options.certFile = certFile
+        options.keyFile = keyFile
+        options.httpVersion = httpVersion
+        options.range = range
+        options.connectTo = connectTo
+        options.unixSocket = unixSocket
+        options.proxy = proxy
+        options.noProxy = noProxy
+        options.maxRecvBytesPerSecond = maxRecvBytesPerSecond
+        options.maxSendBytesPerSecond = maxSendBytesPerSecond
+        request.transport = options
     }
 
     static let proxySchemes = ["http://", "https://", "socks5://", "socks5h://"]
