@@ -46,8 +46,8 @@ final class CookieJars {
         curl_easy_reset(easy)
     }
 
-    /// Frees the handle's cookie file list, for a handle that goes back to the pool without a
-    /// reset (the next `attach` sets the share and the list again).
+    /// Frees the handle's cookie file list: before a reset, and before a reused handle is
+    /// attached to another jar (`attach` sets the share and the list again).
     static func detach(_ easy: UnsafeMutableRawPointer) {
         fetchd_easy_setopt_str(easy, CURLOPT_COOKIEFILE, nil)
     }

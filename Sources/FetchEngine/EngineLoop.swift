@@ -189,7 +189,13 @@ final class EngineLoop: @unchecked Sendable {
         transfer.turns = turns
         transfer.configure(easy, settings: settings, defaults: defaults, configured: configured)
         if !configured { fetchd_easy_count_sockets(easy, openSockets) }
-        jars.withJars { $0.attach(easy, jar: transfer.request.cookieJar) }
+        // A reused handle that has this jar already keeps it: its share and its cookie file
+        // entry are set, and setting them again costs a share lock, an allocation and a list
+        // entry to free.
+        if !(configured && pooled?.jar == transfer.request.cookieJar) {
+            if configured { CookieJars.detach(easy) }
+            jars.withJars { $0.attach(easy, jar: transfer.request.cookieJar) }
+        }
         active[transfer.id] = transfer
         activeCount.store(active.count, ordering: .relaxed)
         curl_multi_add_handle(multi, easy)
@@ -281,12 +287,11 @@ final class EngineLoop: @unchecked Sendable {
         guard handlePool.count < settings.handlePoolSize else { return curl_easy_cleanup(easy) }
         if case .success = result, transfer.leavesBaselineOnly, Self.madeNoConnection(easy) {
             // Only the options every transfer sets again differ from the baseline: the next
-            // transfer takes the handle as it is. Its cookie file list goes (see reset).
-            CookieJars.detach(easy)
-            handlePool.append(PooledHandle(easy: easy, configured: true))
+            // transfer takes the handle as it is, its cookie jar included.
+            handlePool.append(PooledHandle(easy: easy, configured: true, jar: transfer.request.cookieJar))
         } else {
             CookieJars.reset(easy)
-            handlePool.append(PooledHandle(easy: easy, configured: false))
+            handlePool.append(PooledHandle(easy: easy, configured: false, jar: nil))
         }
     }
 
@@ -312,6 +317,8 @@ private struct PooledHandle {
     let easy: UnsafeMutableRawPointer
     /// It still has the baseline options (its last transfer set nothing else).
     let configured: Bool
+    /// The cookie jar it is attached to, when configured (nil: none).
+    let jar: String?
 }
 
 /// curl_global_init must run once before any other libcurl call.
