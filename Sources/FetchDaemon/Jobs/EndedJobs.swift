@@ -39,8 +39,11 @@ struct EndedJobs: Sendable {
             ring.append(slot)
         } else {
             let oldest = ring[next]
-            // Only when that id was not ended again since (a newer entry is not dropped).
-            if byID[oldest.jobID]?.sequence == oldest.sequence { byID[oldest.jobID] = nil }
+            // Only when that id was not ended again since (a newer entry is not dropped). One
+            // lookup, not two (each hashes the id).
+            if let index = byID.index(forKey: oldest.jobID), byID[index].value.sequence == oldest.sequence {
+                byID.remove(at: index)
+            }
             ring[next] = slot
             next = (next + 1) % capacity
         }

@@ -30,6 +30,7 @@ enum Pipeline {
     /// A kind's stages: the common ones (made once, in JobServices), then the kind's own,
     /// nearest the network (a download's part file, a resumable upload's session).
     static func stages(_ services: JobServices, adding own: [any Stage] = []) -> [any Stage] {
-        services.commonStages + own
+        // `+` would copy the shared array even to add nothing (a fetch adds nothing).
+        own.isEmpty ? services.commonStages : services.commonStages + own
     }
 }
