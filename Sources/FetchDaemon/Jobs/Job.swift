@@ -230,8 +230,9 @@ struct PipelineState: Sendable {
 
     /// The cache stage's state (776 bytes) lives apart, made the first time that stage
     /// changes it: a job the cache never touches (no cache, or a request it bypasses before
-    /// writing) does not carry it, which keeps `Job` under glibc's per-thread cache size
-    /// (1,032 bytes; a larger block takes malloc's slow path and consolidates its fast bins).
+    /// writing) does not carry it, which keeps a `Job` below 1,000 bytes: malloc's chunks of
+    /// 1,024 bytes and more (header included) bypass the per-thread cache and consolidate its
+    /// fast bins.
     /// Copied on write, so it keeps a value's semantics.
     /// (A `_read` accessor here would put its 2 KB coroutine frame on the heap at every read.)
     var cache: CacheState {

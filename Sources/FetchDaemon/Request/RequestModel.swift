@@ -44,7 +44,7 @@ struct RequestModel: Sendable {
     var maxTime: Double?
     /// TLS, routing and protocol choices (insecure, caFile, httpVersion, range, resolve,
     /// unixSocket). Most requests have none: kept behind one reference (168 bytes inline
-    /// would keep every JobSpec above glibc's per-thread cache size).
+    /// would keep every JobSpec above malloc's large-chunk size, see JobSpec).
     var routing: RequestRouting {
         get { routingBox.value ?? RequestRouting() }
         set { routingBox = Rare(newValue == RequestRouting() ? nil : newValue) }
