@@ -68,10 +68,23 @@ class TestSocketActivation(unittest.TestCase):
                                      stdout=subprocess.DEVNULL, stderr=self.stderr)
         wait_for(lambda: os.path.exists(self.sock_path), timeout=10)
 
+    def connect(self):
+        """The first client. systemd-socket-activate binds the socket (the file appears) and
+        only then listens: a connect in between is refused, so it is tried again briefly.
+        fetchd is not running yet at that point (the first connection starts it)."""
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                return RPCClient(self.sock_path)
+            except ConnectionRefusedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
     def test_serves_the_passed_socket_notifies_and_leaves_it(self):
         self.activate(f"NOTIFY_SOCKET={self.notify.path}", "WATCHDOG_USEC=200000")
         # The first connection makes systemd-socket-activate start fetchd with the socket.
-        c = RPCClient(self.sock_path)
+        c = self.connect()
         self.assertEqual(c.call("ping", timeout=20), "pong")
         wait_for(lambda: self.notify.saw("READY=1"), timeout=10, message=f"no READY=1: {self.notify.messages}")
         ready = next(m for m in self.notify.messages if "READY=1" in m.split("\n"))
@@ -90,7 +103,7 @@ class TestSocketActivation(unittest.TestCase):
 
     def test_without_watchdog_no_pings(self):
         self.activate(f"NOTIFY_SOCKET={self.notify.path}")
-        c = RPCClient(self.sock_path)
+        c = self.connect()
         self.assertEqual(c.call("ping", timeout=20), "pong")
         wait_for(lambda: self.notify.saw("READY=1"), timeout=10)
         time.sleep(0.3)  # a watchdog at any interval this test could see would have pinged
