@@ -32,43 +32,43 @@ public struct HTTPRequest: Sendable {
     /// when all are defaults, so a request copies and frees one field for them, not thirteen,
     /// and the structs that hold a request stay small.
     public var transport: TransportOptions {
-        get { transportBox?.options ?? TransportOptions() }
-        set { transportBox = newValue == TransportOptions() ? nil : TransportBox(newValue) }
+        get { transportBox.value ?? TransportOptions() }
+        set { transportBox = Rare(newValue == TransportOptions() ? nil : newValue) }
     }
     /// The options when any differs from its default (the transfer sets only those).
-    public var transportIfSet: TransportOptions? { transportBox?.options }
-    private var transportBox: TransportBox?
+    public var transportIfSet: TransportOptions? { transportBox.value }
+    private var transportBox = Rare<TransportOptions>(nil)
 
     /// Sign the request with AWS Signature Version 4 (libcurl's CURLOPT_AWS_SIGV4); nil: no.
-    public var awsSigV4: AWSSigV4? { get { transportBox?.options.awsSigV4 } set { transport.awsSigV4 = newValue } }
+    public var awsSigV4: AWSSigV4? { get { transportBox.value?.awsSigV4 } set { transport.awsSigV4 = newValue } }
     /// Do not verify the server's certificate (curl -k).
-    public var insecure: Bool { get { transportBox?.options.insecure ?? false } set { transport.insecure = newValue } }
+    public var insecure: Bool { get { transportBox.value?.insecure ?? false } set { transport.insecure = newValue } }
     /// A PEM bundle to verify the server with, in place of the engine's.
-    public var caFile: String? { get { transportBox?.options.caFile } set { transport.caFile = newValue } }
+    public var caFile: String? { get { transportBox.value?.caFile } set { transport.caFile = newValue } }
     /// A client certificate and its key (PEM) for mutual TLS; the key may be in the certificate's file.
-    public var certFile: String? { get { transportBox?.options.certFile } set { transport.certFile = newValue } }
-    public var keyFile: String? { get { transportBox?.options.keyFile } set { transport.keyFile = newValue } }
+    public var certFile: String? { get { transportBox.value?.certFile } set { transport.certFile = newValue } }
+    public var keyFile: String? { get { transportBox.value?.keyFile } set { transport.keyFile = newValue } }
     /// Bandwidth caps in bytes per second (libcurl's CURLOPT_MAX_RECV/SEND_SPEED_LARGE); nil: none.
     public var maxRecvBytesPerSecond: Int? {
-        get { transportBox?.options.maxRecvBytesPerSecond } set { transport.maxRecvBytesPerSecond = newValue }
+        get { transportBox.value?.maxRecvBytesPerSecond } set { transport.maxRecvBytesPerSecond = newValue }
     }
     public var maxSendBytesPerSecond: Int? {
-        get { transportBox?.options.maxSendBytesPerSecond } set { transport.maxSendBytesPerSecond = newValue }
+        get { transportBox.value?.maxSendBytesPerSecond } set { transport.maxSendBytesPerSecond = newValue }
     }
     /// nil: libcurl's default (the http_proxy, https_proxy, no_proxy environment); "": no
     /// proxy at all; else the proxy's URL (http, https, socks5, socks5h; credentials allowed).
-    public var proxy: String? { get { transportBox?.options.proxy } set { transport.proxy = newValue } }
+    public var proxy: String? { get { transportBox.value?.proxy } set { transport.proxy = newValue } }
     /// As curl's --noproxy: hosts reached without the proxy.
-    public var noProxy: String? { get { transportBox?.options.noProxy } set { transport.noProxy = newValue } }
+    public var noProxy: String? { get { transportBox.value?.noProxy } set { transport.noProxy = newValue } }
     /// nil: HTTP/2 over TLS when the server offers it, else 1.1.
-    public var httpVersion: HTTPVersionChoice? { get { transportBox?.options.httpVersion } set { transport.httpVersion = newValue } }
+    public var httpVersion: HTTPVersionChoice? { get { transportBox.value?.httpVersion } set { transport.httpVersion = newValue } }
     /// A byte range, "START-END" or "START-" (libcurl's CURLOPT_RANGE).
-    public var range: String? { get { transportBox?.options.range } set { transport.range = newValue } }
+    public var range: String? { get { transportBox.value?.range } set { transport.range = newValue } }
     /// "HOST:PORT:ADDRESS:PORT" entries: connect there for that host and port (CURLOPT_CONNECT_TO:
     /// per request, unlike CURLOPT_RESOLVE, which would change the multi's shared DNS cache).
-    public var connectTo: [String] { get { transportBox?.options.connectTo ?? [] } set { transport.connectTo = newValue } }
+    public var connectTo: [String] { get { transportBox.value?.connectTo ?? [] } set { transport.connectTo = newValue } }
     /// HTTP over this Unix socket (CURLOPT_UNIX_SOCKET_PATH); the URL still names the host.
-    public var unixSocket: String? { get { transportBox?.options.unixSocket } set { transport.unixSocket = newValue } }
+    public var unixSocket: String? { get { transportBox.value?.unixSocket } set { transport.unixSocket = newValue } }
 
     public init(
         method: String = "GET", url: String, headers: [HTTPHeader] = [], body: RequestBody = .none,
@@ -125,12 +125,6 @@ public struct TransportOptions: Sendable, Equatable {
     public var unixSocket: String? = nil
 
     public init() {}
-}
-
-/// Never changed in place: a change to a request's options makes a new box.
-private final class TransportBox: Sendable {
-    let options: TransportOptions
-    init(_ options: TransportOptions) { self.options = options }
 }
 
 /// What libcurl needs to sign a request with AWS Signature Version 4. libcurl signs every hop
