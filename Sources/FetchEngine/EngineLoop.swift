@@ -88,6 +88,7 @@ final class EngineLoop: @unchecked Sendable {
             for id in turns.nextTurn() {
                 if let easy = active[id]?.easy { fetchd_easy_unpause(easy) }
             }
+            turns.alone = active.count <= 1
             curl_multi_perform(multi, &running)
             collectFinished()
             // Sleeps until a socket is ready, a curl timer is due, or submit() wakes it.

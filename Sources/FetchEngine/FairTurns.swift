@@ -18,10 +18,17 @@ final class FairTurns {
 
     var hasYielded: Bool { !yielded.isEmpty }
 
+    /// Set by the loop each time round: one transfer or none on this thread, so there is no
+    /// one to be fair to, and nothing is paused. Pausing a lone download every 256 KiB cost
+    /// libcurl a copy of each held-back piece and the bulk thread a quarter of its CPU (0.83
+    /// -> 0.61 s per GiB, docs/performance.md).
+    var alone = false
+
     /// Whether the transfer may take `length` more bytes this turn; when not, it is recorded
     /// to be unpaused next turn and its write callback returns CURL_WRITEFUNC_PAUSE (libcurl
     /// keeps the piece and gives it again once unpaused).
     func mayTake(_ length: Int, turnSeen: inout UInt64, turnBytes: inout Int, id: UInt64) -> Bool {
+        if alone { return true }
         if turnSeen != turn {
             turnSeen = turn
             turnBytes = 0

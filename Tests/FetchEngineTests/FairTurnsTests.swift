@@ -29,4 +29,19 @@ final class FairTurnsTests: XCTestCase {
                       "one transfer's use leaves another's share whole")
         XCTAssertEqual(turns.nextTurn(), [1])
     }
+
+    func testALoneTransferIsNeverPaused() {
+        let turns = FairTurns()
+        turns.alone = true
+        var seen: UInt64 = 0, bytes = 0
+        for _ in 0..<(4 * FairTurns.quantum / (16 << 10)) {
+            XCTAssertTrue(turns.mayTake(16 << 10, turnSeen: &seen, turnBytes: &bytes, id: 3), "no one to be fair to")
+        }
+        XCTAssertFalse(turns.hasYielded)
+        turns.alone = false
+        XCTAssertEqual(turns.nextTurn(), [])
+        XCTAssertTrue(turns.mayTake(FairTurns.quantum, turnSeen: &seen, turnBytes: &bytes, id: 3),
+                      "with company again, a fresh share in the new turn")
+        XCTAssertFalse(turns.mayTake(1, turnSeen: &seen, turnBytes: &bytes, id: 3))
+    }
 }
