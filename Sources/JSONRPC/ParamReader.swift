@@ -37,6 +37,13 @@ public struct ParamReader {
         return object.index(forKey: key)
     }
 
+    /// Whether every member has been read: any field asked for now reads as absent, so a
+    /// reader may skip the rest (most requests give a URL and nothing else).
+    public var readAll: Bool {
+        let count = object.count
+        return count <= 64 && readMask == (count == 64 ? UInt64.max : (1 << UInt64(count)) &- 1)
+    }
+
     /// Whether the field is there at all, null included (nothing is marked as read).
     public func isPresent(_ key: String) -> Bool { index(of: key) != nil }
 

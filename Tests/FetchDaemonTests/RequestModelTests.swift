@@ -18,6 +18,47 @@ final class RequestModelTests: XCTestCase {
         (error as? RPCError)?.data?["field"]?.stringValue
     }
 
+    /// A URL alone skips the reading of every other field: the model is the same as one read
+    /// field by field (a null comment makes the reader go through all of them).
+    func testAURLAloneGivesEveryDefault() throws {
+        let alone = try model(["url": "http://h/x"])
+        let read = try model(["url": "http://h/x", "comment": nil])
+        XCTAssertEqual(alone.url, read.url)
+        XCTAssertEqual(alone.method, read.method)
+        XCTAssertEqual(alone.headers, read.headers)
+        XCTAssertEqual(alone.removedHeaders, read.removedHeaders)
+        XCTAssertEqual(alone.query, read.query)
+        XCTAssertEqual(alone.body, read.body)
+        XCTAssertEqual(alone.timeout, read.timeout)
+        XCTAssertEqual(alone.connectTimeout, read.connectTimeout)
+        XCTAssertEqual(alone.maxTime, read.maxTime)
+        XCTAssertEqual(alone.routing, read.routing)
+        XCTAssertEqual(alone.hasRouting, read.hasRouting)
+        XCTAssertEqual(alone.retry, read.retry)
+        XCTAssertEqual(alone.maxRedirects, read.maxRedirects)
+        XCTAssertEqual(alone.cookieJar, read.cookieJar)
+        XCTAssertEqual(alone.priority, read.priority)
+        XCTAssertEqual(alone.progress, read.progress)
+        XCTAssertEqual(alone.exchange, read.exchange)
+        XCTAssertEqual(alone.jobID, read.jobID)
+        XCTAssertEqual(alone.detach, read.detach)
+        XCTAssertEqual(alone.comment, read.comment)
+        XCTAssertEqual(alone.auth, read.auth)
+        XCTAssertEqual(alone.stubs, read.stubs)
+        XCTAssertEqual(alone.cache, read.cache)
+        XCTAssertEqual(alone.method, "GET")
+    }
+
+    func testEveryMemberReadIsKnownByTheReader() throws {
+        var reader = try ParamReader(["url": "http://h/", "timeout": 5])
+        XCTAssertFalse(reader.readAll)
+        _ = try reader.string("url")
+        XCTAssertFalse(reader.readAll, "timeout is not read yet")
+        _ = try reader.number("timeout")
+        XCTAssertTrue(reader.readAll)
+        XCTAssertTrue(try ParamReader(nil).readAll, "no params: nothing to read")
+    }
+
     func testMethodDefaultsToGETOrPOSTWhenABodyIsGiven() throws {
         XCTAssertEqual(try model(["url": "http://h/"]).method, "GET")
         XCTAssertEqual(try model(["url": "http://h/", "json": ["a": 1]]).method, "POST")

@@ -84,6 +84,12 @@ struct RequestModel: Sendable {
         } catch .schemeNotAllowed(let scheme) {
             throw NotAllowed(detail: "scheme \"\(scheme)\" is not allowed: only http and https")
         }
+        // A request that gave its URL and nothing else (most do): every other field has its
+        // default, and thirty lookups of absent fields are skipped (about 4k instructions).
+        guard !params.readAll else {
+            method = "GET"
+            return
+        }
 
         if let method = try params.string("method") {
             try HTTPSyntax.checkMethod(method, field: params.field("method"))
