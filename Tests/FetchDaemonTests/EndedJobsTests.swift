@@ -47,6 +47,31 @@ final class EndedJobsTests: XCTestCase {
         XCTAssertEqual(EndedJobs.kept(noBody).objectValue?.keys, ["status", "url"])
     }
 
+    /// A fetch's small body is stored with the result (shared with the answer) and left out
+    /// when read; a large one, or a json tree, is left out at once. Either way a reader never
+    /// sees a body.
+    func testAFetchResultIsReadWithoutItsBodyHoweverItIsStored() {
+        let small: JSONValue = ["status": 200, "body": "x", "bytes": 1]
+        let large: JSONValue = ["status": 200, "body": .string(String(repeating: "y", count: EndedJobs.sharedBodyBytes + 1)), "bytes": 1]
+        let tree: JSONValue = ["status": 200, "json": ["a": 1]]
+        XCTAssertTrue(EndedJobs.keeping(small).omitsBody)
+        XCTAssertEqual(EndedJobs.keeping(small).0, small, "stored as the answer was")
+        XCTAssertFalse(EndedJobs.keeping(large).omitsBody)
+        XCTAssertEqual(EndedJobs.keeping(large).0["body"], nil, "a large body is not kept")
+        XCTAssertFalse(EndedJobs.keeping(tree).omitsBody)
+        XCTAssertEqual(EndedJobs.keeping(tree).0["json"], nil)
+        for result in [small, large, tree] {
+            let ended = EndedJob(jobID: "j", state: "finished", durable: false, restarts: 0, answer: .success(result), isFetch: true)
+            let read = try? ended.answer.get()
+            XCTAssertEqual(read, EndedJobs.kept(result))
+            XCTAssertEqual(read?["bodyOmitted"], true)
+            XCTAssertEqual(read?["body"], nil)
+            XCTAssertEqual(read?["json"], nil)
+        }
+        let download = EndedJob(jobID: "d", state: "finished", durable: false, restarts: 0, answer: .success(small))
+        XCTAssertEqual(try? download.answer.get(), small, "only a fetch's result loses its body")
+    }
+
     func testBodyFieldsAreKnownByNameNotByLength() {
         for key in ["body", "json", "jsonError", "bodyBase64"] { XCTAssertTrue(EndedJobs.isBodyField(key), key) }
         // Same lengths as the body fields, and near misses.

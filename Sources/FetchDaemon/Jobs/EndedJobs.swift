@@ -7,8 +7,33 @@ struct EndedJob: Sendable {
     let state: String
     let durable: Bool
     let restarts: Int
-    /// The job's answer: its result, or its error as the client got it.
-    let answer: Result<JSONValue, RPCError>
+    /// As stored: a fetch's result still holds its body when `omitsBody` (a small one: the
+    /// answer's own members, shared rather than copied).
+    private let stored: Result<JSONValue, RPCError>
+    private let omitsBody: Bool
+
+    /// `answer`: the job's result, or its error as the client got it. A fetch's result is
+    /// kept without its body (`EndedJobs.keeping`).
+    init(jobID: String, state: String, durable: Bool, restarts: Int, answer: Result<JSONValue, RPCError>,
+         isFetch: Bool = false) {
+        self.jobID = jobID
+        self.state = state
+        self.durable = durable
+        self.restarts = restarts
+        if isFetch, case .success(let result) = answer {
+            let (value, omits) = EndedJobs.keeping(result)
+            stored = .success(value)
+            omitsBody = omits
+        } else {
+            stored = answer
+            omitsBody = false
+        }
+    }
+
+    /// The job's answer: its result (a fetch's without its body), or its error as the client got it.
+    var answer: Result<JSONValue, RPCError> {
+        omitsBody ? stored.map(EndedJobs.kept) : stored
+    }
 }
 
 /// The last `capacity` ended jobs by id, oldest dropped first: a ring, so memory stays bounded
@@ -49,6 +74,28 @@ struct EndedJobs: Sendable {
         }
         byID[job.jobID] = (sequence, job)
     }
+
+    /// What the ring stores of a fetch's result, and whether its body is still to be left
+    /// out when it is read. A body of up to `sharedBodyBytes` stays in the stored value: the
+    /// result is then the answer's own object, shared, where leaving the body out at once
+    /// copied every member (about 4k instructions per small GET; `getJob` and `attach`,
+    /// which read it, are rare). The ring holds at most 1,000 such bodies (4 MiB).
+    static func keeping(_ result: JSONValue) -> (JSONValue, omitsBody: Bool) {
+        guard case .object(let object) = result else { return (result, false) }
+        var small = true
+        object.members.withUnsafeBufferPointer { members in
+            for member in members where isBodyField(member.key) {
+                // A string's length is known; any other value (a json tree) counts as large.
+                guard case .string(let text) = member.value, text.utf8.count <= sharedBodyBytes else {
+                    small = false
+                    return
+                }
+            }
+        }
+        return small ? (result, true) : (kept(result), false)
+    }
+
+    static let sharedBodyBytes = 4 << 10
 
     /// What a fetch's result keeps once ended: no body (the ring would otherwise hold up to
     /// 1,000 bodies of up to 64 MiB); `bodyOmitted` says it was there.

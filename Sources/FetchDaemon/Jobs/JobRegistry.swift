@@ -79,10 +79,11 @@ final class JobRegistry: Sendable {
     func finish(_ job: Job, answer: Result<JSONValue, any Error>) {
         let kept: Result<JSONValue, RPCError>
         switch answer {
-        case .success(let result): kept = .success(job.spec.kind == .fetch ? EndedJobs.kept(result) : result)
+        case .success(let result): kept = .success(result)
         case .failure(let error): kept = .failure(ErrorMapping.rpcError(for: error))
         }
-        let ended = EndedJob(jobID: job.id, state: job.state.name, durable: job.durable, restarts: job.restarts, answer: kept)
+        let ended = EndedJob(jobID: job.id, state: job.state.name, durable: job.durable, restarts: job.restarts, answer: kept,
+                             isFetch: job.spec.kind == .fetch)
         let drained = state.withLock { s -> Bool in
             s.live[job.id] = nil
             if case .success = answer { s.finished += 1 } else { s.failed += 1 }
