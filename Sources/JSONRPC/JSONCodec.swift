@@ -448,11 +448,33 @@ public struct JSONObjectWriter: ~Copyable {
         assert(keys.insert(key.lowercased()).inserted, "duplicate key \(key) in a JSON object")
         #endif
         separate()
-        let start = out.written
-        JSONCodec.writeString(key, to: &out)
-        out.lowercaseASCII(from: start)
+        if !Self.writeLowercasedPlain(key, to: &out) {
+            let start = out.written
+            JSONCodec.writeString(key, to: &out)
+            out.lowercaseASCII(from: start)
+        }
         out.append(UInt8(ascii: ":"))
         JSONCodec.writeString(value, to: &out)
+    }
+
+    /// A key of printable ASCII with nothing to escape (every header name a server sends):
+    /// copied, lowered and quoted in one pass. False, with nothing written, for any other.
+    private static func writeLowercasedPlain(_ key: String, to out: inout ByteSink) -> Bool {
+        var key = key
+        return key.withUTF8 { utf8 -> Bool in
+            let count = utf8.count
+            out.reserve(count + 3)
+            let p = out.end
+            for index in 0..<count {
+                let byte = utf8[index]
+                guard byte >= 0x20, byte < 0x7F, byte != 0x22, byte != 0x5C else { return false }
+                p[index + 1] = byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte
+            }
+            p[0] = UInt8(ascii: "\"")
+            p[count + 1] = UInt8(ascii: "\"")
+            out.setEnd(p + count + 2)
+            return true
+        }
     }
 
     public consuming func finish() -> JSONValue {

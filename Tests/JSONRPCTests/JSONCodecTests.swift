@@ -234,6 +234,22 @@ final class JSONObjectWriterTests: XCTestCase {
         XCTAssertEqual(text, #"{"content-type":"Text/Plain","x-\"odd\"\u001fname":"v"}"#)
     }
 
+    /// Plain printable names are lowered in one pass; a backslash, DEL, non-ASCII or an
+    /// empty name go the escaping way, with only ASCII letters lowered.
+    func testLowercasedKeysOfEveryKind() throws {
+        var writer = JSONObjectWriter()
+        writer.add(lowercasingKey: "ETag", "1")
+        writer.add(lowercasingKey: "A\\B", "2")
+        writer.add(lowercasingKey: "X\u{7F}Y", "3")
+        writer.add(lowercasingKey: "Ünï-CODE", "4")
+        writer.add(lowercasingKey: "", "5")
+        writer.add(lowercasingKey: "~!#$%&'*+-.^_`|0123456789@[]{}ZZ", "6")
+        let decoded = try JSONCodec.decode(JSONCodec.encode(writer.finish()))
+        XCTAssertEqual(decoded.objectValue?.keys, ["etag", "a\\b", "x\u{7F}y", "Ünï-code", "", "~!#$%&'*+-.^_`|0123456789@[]{}zz"])
+        XCTAssertEqual(decoded["ünï-code"], nil)
+        XCTAssertEqual(decoded["Ünï-code"], "4")
+    }
+
     func testEmptyObject() {
         let writer = JSONObjectWriter()
         let empty = writer.finish()
