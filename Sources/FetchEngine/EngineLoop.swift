@@ -239,7 +239,7 @@ final class EngineLoop: @unchecked Sendable {
 
     /// Takes the transfer out of the multi handle, reports its last progress and result,
     /// and returns its handle to the pool.
-    private func end(_ transfer: Transfer, _ result: Result<HTTPResponse, TransferError>) {
+    private func end(_ transfer: Transfer, _ result: consuming Result<HTTPResponse, TransferError>) {
         assert(isCurrent, "transfers end on the engine thread")
         active[transfer.id] = nil
         activeCount.store(active.count, ordering: .relaxed)
@@ -257,7 +257,7 @@ final class EngineLoop: @unchecked Sendable {
             jars.withJars { $0.keepCreationOrder(jar, arrived: arrived) }
             notifyCookiesChanged(jar)
         }
-        var result = result
+        // Consumed: changed in place, not copied (a response is a dozen references).
         if case .failure(var error) = result {
             // What was learned before the failure, for HTTP logs.
             error.exchange = transfer.recorder?.hops ?? []

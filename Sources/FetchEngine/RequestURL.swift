@@ -38,7 +38,9 @@ public struct RequestURL: Sendable, Equatable {
         guard let handle = curl_url() else { throw .malformed("out of memory") }
         // Owned from here: freed with the last copy of this URL (or now, if it is refused).
         let parsed = ParsedURL(text: text, handle: handle)
-        let status = curl_url_set(handle, CURLUPART_URL, text, 0)
+        // withCString: a native string's own bytes, where passing the String itself made a
+        // NUL-terminated copy in an array of its own.
+        let status = text.withCString { curl_url_set(handle, CURLUPART_URL, $0, 0) }
         guard status == CURLUE_OK else {
             throw .malformed(String(cString: curl_url_strerror(status)))
         }

@@ -297,7 +297,7 @@ final class Transfer: @unchecked Sendable {
         fetchd_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
         var response = HTTPResponse(
             status: status, headers: responseHeaders,
-            url: effective.map { String(cString: $0) } ?? request.url,
+            url: effective.map { Self.text($0, reusing: request.url) } ?? request.url,
             body: body, redirects: redirects, httpVersion: Self.versionName(version),
             timings: timings(), sentBytes: offInfo(CURLINFO_SIZE_UPLOAD_T),
             receivedBytes: offInfo(CURLINFO_SIZE_DOWNLOAD_T))
@@ -342,6 +342,16 @@ final class Transfer: @unchecked Sendable {
         var value: curl_off_t = 0
         guard fetchd_easy_getinfo_off(easy, info, &value) == CURLE_OK else { return -1 }
         return Int64(value)
+    }
+
+    /// The C string as a String, or `known` itself when they are the same text (the
+    /// effective URL of a request that was not redirected): no new string to allocate.
+    static func text(_ c: UnsafePointer<CChar>, reusing known: String) -> String {
+        var known = known
+        let same = known.withUTF8 { utf8 in
+            strlen(c) == utf8.count && (utf8.isEmpty || memcmp(c, utf8.baseAddress!, utf8.count) == 0)
+        }
+        return same ? known : String(cString: c)
     }
 
     private static func versionName(_ version: Int) -> String {

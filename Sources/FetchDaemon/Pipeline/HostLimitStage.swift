@@ -72,7 +72,9 @@ final class HostLimitStage: Stage {
         let ticket = Self.ticket(attempt, job)
         let host = ticket.host
         let sharedHost = gate.finished(ticket)
-        guard case .success(let answer) = outcome,
+        // The status first: only a 429 or 503 binds the response (a copy of a dozen references).
+        guard let status = outcome.successStatus, RetryPolicy.retryAfterStatuses.contains(status),
+              case .success(let answer) = outcome,
               let pause = gate.pauseForRetryAfter(
                 answer.status, answer.headers, host: host, sharedHost: sharedHost,
                 maxSeconds: job.spec.retryPolicy.maxInterval) else { return }

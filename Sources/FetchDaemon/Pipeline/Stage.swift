@@ -57,6 +57,14 @@ final class Attempt: @unchecked Sendable {
 /// How an attempt ended: the answer, or why there was none (a JobFailed for the network).
 typealias AttemptOutcome = Result<HTTPResponse, any Error>
 
+extension Result where Success == HTTPResponse {
+    /// The answer's status, read without binding (copying) the whole response.
+    var successStatus: Int? {
+        if case .success(let response) = self { return response.status }
+        return nil
+    }
+}
+
 /// What a stage does with an attempt before it is sent.
 enum Preparation: Sendable {
     case proceed
