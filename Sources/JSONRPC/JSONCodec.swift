@@ -200,6 +200,13 @@ public enum JSONCodec {
         let scaled = (d * 1000).rounded()
         let thousandths = Int64(scaled)
         guard Double(thousandths) / 1000 == d, d != 0 || d.sign == .plus else { return false }
+        writeThousandths(thousandths, to: &out)
+        return true
+    }
+
+    /// A whole number of thousandths as the decimal `writeMilliDecimal` writes for the double
+    /// nearest to it ("5.0", "0.43"), without the double.
+    fileprivate static func writeThousandths(_ thousandths: Int64, to out: inout ByteSink) {
         var whole = thousandths / 1000
         var fraction = thousandths % 1000
         if thousandths < 0 {
@@ -211,7 +218,7 @@ public enum JSONCodec {
         out.append(UInt8(ascii: "."))
         if fraction == 0 {
             out.append(UInt8(ascii: "0"))
-            return true
+            return
         }
         var digits = 3
         while fraction % 10 == 0 {
@@ -226,7 +233,6 @@ public enum JSONCodec {
             p.pointee = UInt8(ascii: "0") + UInt8(fraction % 10)
             fraction /= 10
         }
-        return true
     }
 
     /// Decimal digits straight into the output, without a String.
@@ -438,6 +444,20 @@ public struct JSONObjectWriter: ~Copyable {
         out.append(UInt8(ascii: "\""))
         out.append(UInt8(ascii: ":"))
         JSONCodec.write(value, to: &out)
+    }
+
+    /// A number given in whole thousandths (of a millisecond, say), written as the double
+    /// `Double(thousandths) / 1000` would be, without making that double.
+    public mutating func add(_ key: StaticString, thousandths: Int64) {
+        #if DEBUG
+        assert(keys.insert(key.description).inserted, "duplicate key \(key) in a JSON object")
+        #endif
+        separate()
+        out.append(UInt8(ascii: "\""))
+        out.append(key)
+        out.append(UInt8(ascii: "\""))
+        out.append(UInt8(ascii: ":"))
+        JSONCodec.writeThousandths(thousandths, to: &out)
     }
 
     /// A member whose key is written with ASCII letters in lowercase (header names), without

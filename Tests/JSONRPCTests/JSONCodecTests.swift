@@ -250,6 +250,24 @@ final class JSONObjectWriterTests: XCTestCase {
         XCTAssertEqual(decoded["Ünï-code"], "4")
     }
 
+    /// Thousandths are written as the double they stand for would be: the same text for every
+    /// timing a result carries (hundredths of a millisecond from microseconds), and negatives.
+    func testThousandthsAreWrittenAsTheirDouble() {
+        var values: [Int64] = Array(0...2_000).map { $0 * 10 } + [-10, -5_000, 1, 7, 999, 1_000, 123_456_789_990, 999_999_999_990]
+        var x: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for _ in 0..<2_000 {
+            x = x &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            values.append(Int64(x >> 34) / 10 * 10)
+        }
+        for thousandths in values {
+            var writer = JSONObjectWriter()
+            writer.add("t", thousandths: thousandths)
+            let viaThousandths = String(decoding: JSONCodec.encode(writer.finish()), as: UTF8.self)
+            let viaDouble = JSONCodec.encodeString(["t": .double(Double(thousandths) / 1000)])
+            XCTAssertEqual(viaThousandths, viaDouble, "\(thousandths)")
+        }
+    }
+
     func testEmptyObject() {
         let writer = JSONObjectWriter()
         let empty = writer.finish()

@@ -98,14 +98,15 @@ enum ResponseFields {
 
     /// curl's time_* of the last attempt, from its start, in milliseconds.
     static func timings(_ t: TransferTimings, queuedMs: Double) -> JSONValue {
-        func ms(_ microseconds: Int64) -> JSONValue { .double(Double(max(0, microseconds) / 10) / 100) }
+        // Milliseconds to two places, as the doubles `Double(us / 10) / 100` (written without them).
+        func ms(_ microseconds: Int64) -> Int64 { max(0, microseconds) / 10 * 10 }
         var object = JSONObjectWriter(capacity: 128)
         object.add("queuedMs", .double(queuedMs))
-        object.add("dnsMs", ms(t.nameLookup))
-        object.add("connectMs", ms(t.connect))
-        object.add("tlsMs", ms(t.tlsHandshake))
-        object.add("firstByteMs", ms(t.startTransfer))
-        object.add("totalMs", ms(t.total))
+        object.add("dnsMs", thousandths: ms(t.nameLookup))
+        object.add("connectMs", thousandths: ms(t.connect))
+        object.add("tlsMs", thousandths: ms(t.tlsHandshake))
+        object.add("firstByteMs", thousandths: ms(t.startTransfer))
+        object.add("totalMs", thousandths: ms(t.total))
         return object.finish()
     }
 
