@@ -433,7 +433,7 @@ public struct JSONObjectWriter: ~Copyable {
 
     /// A key given as a literal is copied without an escape scan (it must need none:
     /// checked in debug builds).
-    public mutating func add(_ key: StaticString, _ value: JSONValue) {
+    private mutating func key(_ key: StaticString) {
         #if DEBUG
         assert(keys.insert(key.description).inserted, "duplicate key \(key) in a JSON object")
         assert(!key.description.utf8.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }, "key \(key) needs escaping")
@@ -443,20 +443,17 @@ public struct JSONObjectWriter: ~Copyable {
         out.append(key)
         out.append(UInt8(ascii: "\""))
         out.append(UInt8(ascii: ":"))
+    }
+
+    public mutating func add(_ key: StaticString, _ value: JSONValue) {
+        self.key(key)
         JSONCodec.write(value, to: &out)
     }
 
     /// A number given in whole thousandths (of a millisecond, say), written as the double
     /// `Double(thousandths) / 1000` would be, without making that double.
     public mutating func add(_ key: StaticString, thousandths: Int64) {
-        #if DEBUG
-        assert(keys.insert(key.description).inserted, "duplicate key \(key) in a JSON object")
-        #endif
-        separate()
-        out.append(UInt8(ascii: "\""))
-        out.append(key)
-        out.append(UInt8(ascii: "\""))
-        out.append(UInt8(ascii: ":"))
+        self.key(key)
         JSONCodec.writeThousandths(thousandths, to: &out)
     }
 
