@@ -79,7 +79,8 @@ struct EndedJobs: Sendable {
     /// out when it is read. A body of up to `sharedBodyBytes` stays in the stored value: the
     /// result is then the answer's own object, shared, where leaving the body out at once
     /// copied every member (about 4k instructions per small GET; `getJob` and `attach`,
-    /// which read it, are rare). The ring holds at most 1,000 such bodies (4 MiB).
+    /// which read it, are rare). The ring then holds no body field over 4 KiB, for at most
+    /// 1,000 jobs.
     static func keeping(_ result: JSONValue) -> (JSONValue, omitsBody: Bool) {
         guard case .object(let object) = result else { return (result, false) }
         var small = true
