@@ -88,7 +88,7 @@ def main():
     finally:
         if keep:
             shutil.rmtree(keep, ignore_errors=True)
-            shutil.copytree(tmp, keep)
+            shutil.copytree(tmp, keep, ignore=shutil.ignore_patterns("*.sock"))
         shutil.rmtree(tmp, ignore_errors=True)
 
 

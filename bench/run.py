@@ -7,7 +7,9 @@
 
 Everything is on loopback: nginx (Debian's, in a temporary prefix) serves a 100-byte file and a
 1 GiB file; bench/upload_sink.c reads upload bodies fully; bench/echo_server.c is the floor for
-`ping`. The C helpers are compiled here with gcc -O2. fetchd runs with `--max-per-host 0`, so the
+`ping`. bench/rpc_floor.c is fetchd's design with nothing else (a JSON-RPC line read from the
+socket and parsed with jansson, the GET on a libcurl multi handle, the answer written): the
+ceiling of that design, driven by the same load client. The C helpers are compiled here with gcc -O2. fetchd runs with `--max-per-host 0`, so the
 daemon's default per-host cap of 10 does not throttle the c=64 rounds.
 
 aria2 is driven two ways: its best case (addUri in system.multicall batches of 250, completion
@@ -255,7 +257,10 @@ class Bench:
         os.makedirs(out)
         curl_flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libcurl"], check=True,
                                     stdout=subprocess.PIPE, text=True).stdout.split()
+        jansson_flags = subprocess.run(["pkg-config", "--cflags", "--libs", "jansson"], check=True,
+                                       stdout=subprocess.PIPE, text=True).stdout.split()
         for name, extra in (("floor", curl_flags), ("fetchd_load", []), ("echo_server", ["-pthread"]),
+                            ("rpc_floor", curl_flags + jansson_flags + ["-pthread"]),
                             ("ping_rtt", []), ("upload_sink", ["-pthread"]), ("aria2_load", []),
                             ("arrival_server", ["-pthread"])):
             exe = os.path.join(out, name)
@@ -392,6 +397,29 @@ http {{
         r = json.loads(out)
         return dict({"n": n, "seconds": r["seconds"], "cpu": cpu, "peak_rss_kib": mem_kib(pid)["VmHWM"],
                      "clients": f"{procs} x {inflight}"}, **latencies(r))
+
+    def start_rpc_floor(self):
+        """bench/rpc_floor: the least a daemon of fetchd's design does per fetch, in C. One
+        thread: on this project's 2-core machine it served more than two (probe in the
+        thirteenth session, c=64: 31,158 against 27,404 req/s, 5 rounds)."""
+        sock = os.path.join(self.tmp, "rpc_floor.sock")
+        p = self.stack.start([self.bin["rpc_floor"], sock, "1"], stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 5
+        while not os.path.exists(sock):
+            if p.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("rpc_floor did not start")
+            time.sleep(0.01)
+        self.rpc_floor, self.rpc_floor_sock = p, sock
+
+    def small_rpc_floor(self, c, n):
+        procs, inflight = (1, 1) if c == 1 else (4, c // 4)
+        pid = self.rpc_floor.pid
+        cpu0 = cpu_seconds(pid)
+        out, wall, _ = run_child([self.bin["fetchd_load"], self.rpc_floor_sock, self.small, str(n), str(procs),
+                                  str(inflight)], 120)
+        r = json.loads(out)
+        return dict({"n": n, "seconds": r["seconds"], "cpu": cpu_seconds(pid) - cpu0, "clients": f"{procs} x {inflight}"},
+                    **latencies(r))
 
     def small_curl_parallel(self, c, n):
         cfg = os.path.join(self.tmp, f"urls-{n}.cfg")
@@ -707,6 +735,7 @@ http {{
 SMALL_TOOLS = [  # key, label, method, n at c=1, n at c=64 (None: use --n, --n64)
     ("floor", "libcurl multi floor (C)", "small_floor", None, None),
     ("fetchd", "fetchd (C client on the socket)", "small_fetchd", None, None),
+    ("rpc_floor", "fetchd's design in C (rpc_floor)", "small_rpc_floor", None, None),
     ("curl_parallel", "curl -K urls (--parallel at c>1)", "small_curl_parallel", None, None),
     ("aria2", "aria2c, 250 addUri per multicall", "small_aria2", 500, 1000),
     ("aria2_ws", "aria2c, 1 addUri per WebSocket msg", "small_aria2_ws", 500, 1000),
@@ -1059,6 +1088,7 @@ def main():
             b.start_sink()
             b.start_echo()
             b.start_aria2()
+            b.start_rpc_floor()
         b.fetchd, b.sock = b.start_fetchd()
         time.sleep(1.0)
         t_start = time.monotonic()
@@ -1066,7 +1096,7 @@ def main():
             print("idle (fresh daemon, 5 s) ...", flush=True)
             b.record(("idle", "fresh"), b.idle, b.fetchd.pid)
             # Warm-up, not recorded: connections, page cache, first allocations.
-            b.small_floor(64, 500), b.small_fetchd(64, 1000), b.small_fetchd(1, 200)
+            b.small_floor(64, 500), b.small_fetchd(64, 1000), b.small_fetchd(1, 200), b.small_rpc_floor(64, 1000)
             b.small_curl_parallel(64, 200), b.small_aria2(64, 100), b.small_aria2_ws(64, 100)
 
             plan = []
