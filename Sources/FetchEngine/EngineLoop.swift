@@ -13,8 +13,9 @@ final class EngineLoop: @unchecked Sendable {
         case stop
         /// Reads or edits the cookie jars, between transfers' steps, so nothing races.
         case cookies(@Sendable (CookieJars) -> Void)
-        /// Waits on one more descriptor beside the transfers' sockets.
-        case watch(Int32, @Sendable () -> Void)
+        /// Waits on one more descriptor beside the transfers' sockets (and what to run before
+        /// each wait).
+        case watch(Int32, @Sendable () -> Void, (@Sendable () -> Void)?)
         /// Unpauses a transfer its write callback paused.
         case unpause(UInt64)
         /// A finished download's blocks are all written (`lateFailure`: why one was not).
@@ -40,7 +41,7 @@ final class EngineLoop: @unchecked Sendable {
     private let engineThread = Atomic<UInt>(0)
 
     // Engine thread only.
-    private var watched: (fd: Int32, onReadable: @Sendable () -> Void)?
+    private var watched: (fd: Int32, onReadable: @Sendable () -> Void, beforeWait: (@Sendable () -> Void)?)?
     private var active: [UInt64: Transfer] = [:]
     /// Easy handles for the next transfers; `configured` ones still have the baseline
     /// options set (Transfer.configure).
@@ -96,6 +97,7 @@ final class EngineLoop: @unchecked Sendable {
             // A transfer waiting for its next turn: only a look at the sockets, no sleep.
             let timeout: Int32 = turns.hasYielded ? 0 : active.isEmpty ? 60_000 : 1000
             if let watched {
+                watched.beforeWait?()
                 var extra = curl_waitfd(fd: watched.fd, events: Int16(CURL_WAIT_POLLIN), revents: 0)
                 if turns.hasYielded || !spinUntilReady(&extra) { curl_multi_poll(multi, &extra, 1, timeout, nil) }
                 if extra.revents & Int16(CURL_WAIT_POLLIN) != 0 { watched.onReadable() }
@@ -104,6 +106,7 @@ final class EngineLoop: @unchecked Sendable {
             }
         }
         drainCommands()  // answers cookie commands that came with or after the stop
+        watched?.beforeWait?()
         for pooled in handlePool { curl_easy_cleanup(pooled.easy) }
         handlePool.removeAll()
         curl_multi_cleanup(multi)
@@ -153,7 +156,7 @@ final class EngineLoop: @unchecked Sendable {
                 stopping = true
                 for id in Array(active.keys) { cancel(id, reason: "engine stopped") }
             case .cookies(let work): jars.withJars { work($0) }
-            case .watch(let fd, let onReadable): watched = (fd, onReadable)
+            case .watch(let fd, let onReadable, let beforeWait): watched = (fd, onReadable, beforeWait)
             case .unpause(let id):
                 // Gone already (cancelled, timed out): nothing to do.
                 if let easy = active[id]?.easy { fetchd_easy_unpause(easy) }

@@ -127,9 +127,12 @@ public final class HTTPEngine: Sendable {
     /// (0 up to `smallRequestThreads`) and calls `onReadable` there whenever it is readable,
     /// so another event source (an epoll set) can be served by that thread with no hop
     /// between threads. `onReadable` must not block; what it starts with `start` begins on
-    /// that thread without a wake-up.
-    public func watch(_ fd: Int32, onThread thread: Int = 0, onReadable: @escaping @Sendable () -> Void) {
-        loops[thread].submit(.watch(fd, onReadable))
+    /// that thread without a wake-up. `beforeWait` runs on that thread each time before it
+    /// waits, and before it ends: for work held back over one turn of the loop (the daemon
+    /// writes the answers of a turn there, each client's in one write).
+    public func watch(_ fd: Int32, onThread thread: Int = 0, onReadable: @escaping @Sendable () -> Void,
+                      beforeWait: (@Sendable () -> Void)? = nil) {
+        loops[thread].submit(.watch(fd, onReadable, beforeWait))
     }
 
     /// Stops a queued or running transfer at once; its completion gets `.cancelled`.

@@ -50,6 +50,29 @@ class TestEngineThreads(unittest.TestCase):
             finally:
                 daemon.close()
 
+    def test_the_answer_thread_runs_only_with_a_core_of_its_own(self):
+        # Answers are handed to fetchd-answers only where the machine has a core beside the
+        # small-request threads; elsewhere each is made and written on the thread that ran it.
+        cpus = os.cpu_count() or 1
+        for n in sorted({1, min(cpus, 16)}):
+            daemon = Daemon("--engine-threads", str(n)).start()
+            try:
+                with daemon.client() as c:
+                    # More than 4 in flight on one thread: where there is an answer thread, the
+                    # answers go through it; either way each comes once, to its own id.
+                    url = self.srv.nginx_url + "/small.txt"
+                    ids = [send_request(c, "fetch", {"url": url}, req_id=f"a{i}") for i in range(40)]
+                    got = {}
+                    while len(got) < len(ids):
+                        msg = c.recv(timeout=30)
+                        self.assertNotIn(msg["id"], got)
+                        got[msg["id"]] = msg["result"]["body"]
+                    self.assertEqual(got, {i: SMALL_TXT for i in ids})
+                names = thread_names(daemon.pid)
+                self.assertEqual(names.count("fetchd-answers"), 1 if cpus > n else 0, (n, cpus, names))
+            finally:
+                daemon.close()
+
     def test_out_of_range_values_are_refused_at_start(self):
         for value in ("0", "17", "two", "-1"):
             r = subprocess.run([FETCHD_BIN, "--socket", "/nonexistent/x.sock", "--engine-threads", value],

@@ -260,8 +260,9 @@ struct JobServices: Sendable {
     let admission: HostAdmission
     let httpLog: HTTPLog
     let log: Logger
-    /// Builds answers beside the engine thread when it is busy.
-    let answers: WorkerThreads
+    /// Builds answers beside the engine thread when it is busy (nil: no core for it, every
+    /// small answer is made where its job ended).
+    let answers: WorkerThreads?
     /// Where jobs that wait (retries, queues, large answers) continue as tasks.
     let tasks: WorkerThreads
     /// Blocking file work (a part file's hash, fsync, landing): threads of their own.
@@ -285,7 +286,7 @@ struct JobServices: Sendable {
     let shared: SharedAdmission?
 
     init(engine: HTTPEngine, admission: HostAdmission, credentials: CredentialStore, httpLog: HTTPLog, log: Logger,
-         answers: WorkerThreads, tasks: WorkerThreads, blocking: WorkerThreads, timers: DispatchQueue,
+         answers: WorkerThreads?, tasks: WorkerThreads, blocking: WorkerThreads, timers: DispatchQueue,
          stubs: StubStore = StubStore(), durable: DurableStore? = nil, metrics: Metrics = Metrics(),
          events: JobEvents? = nil, cache: HTTPCache? = nil, shared: SharedAdmission? = nil) {
         self.durable = durable

@@ -23,7 +23,7 @@ struct JobDriver: Sendable {
     /// Bodies up to this size become the answer where the job ended; larger ones in a task.
     static let inlineAnswerBodyBytes = 256 << 10
     /// With this many transfers still running beside small requests' thread, answers are made
-    /// on the answer thread.
+    /// on the answer thread, where the daemon has one (`Daemon.answerThread`).
     static let handOffAnswersAboveActive = 4
 
     /// Registers the job and starts it; its answer goes to `reply`, exactly once, from
@@ -334,8 +334,8 @@ struct JobDriver: Sendable {
             threads = services.blocking
         } else if response.body.count > Self.inlineAnswerBodyBytes {
             threads = services.tasks
-        } else if services.engine.activeSmallTransfers >= Self.handOffAnswersAboveActive {
-            threads = services.answers
+        } else if let answers = services.answers, services.engine.activeSmallTransfers >= Self.handOffAnswersAboveActive {
+            threads = answers
         } else {
             return answered(job, Result { try job.spec.answer.make(job, response) })
         }

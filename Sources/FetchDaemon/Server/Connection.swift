@@ -197,7 +197,7 @@ final class Connection: Sendable {
     /// `WriteCork` the write waits for the end of the burst.
     private func answered(_ answer: JSONValue?) {
         let line = answer.map(RPCMessage.line)
-        let cork = line != nil && hooks.cork.isHolding ? hooks.cork : nil
+        let cork = line == nil ? nil : loop.cork.isHolding ? loop.cork : hooks.cork.isHolding ? hooks.cork : nil
         let (gone, closing, holdBack) = state.withLock { s -> (Bool, Bool, Bool) in
             s.inFlight -= 1
             var gone = false

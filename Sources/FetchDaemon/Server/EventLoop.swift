@@ -24,6 +24,9 @@ final class EventLoop: @unchecked Sendable {
     // a dynamic exclusivity check to every wait.
     private let fds = UnsafeMutableBufferPointer<Int32>.allocate(capacity: 256)
     private let events = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: 256)
+    /// Answers made on the loop's thread wait here for the end of its turn (`flushAndHold`,
+    /// run by the driving thread before it waits).
+    let cork = WriteCork()
     /// One receive buffer for every connection: only the loop thread reads.
     let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
 

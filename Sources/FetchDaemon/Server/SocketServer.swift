@@ -69,7 +69,8 @@ final class SocketServer: Sendable {
 
     /// Waits on a descriptor on thread `thread` (of the `threads` given at init) and calls
     /// back there when it is readable.
-    typealias Driver = (_ thread: Int, _ fd: Int32, _ onReadable: @escaping @Sendable () -> Void) -> Void
+    typealias Driver = (_ thread: Int, _ fd: Int32, _ onReadable: @escaping @Sendable () -> Void,
+                        _ beforeWait: @escaping @Sendable () -> Void) -> Void
 
     /// Starts serving on the threads of `driver` (the engine's, so that a request read and
     /// the transfer it starts need no hop between threads).
@@ -78,7 +79,7 @@ final class SocketServer: Sendable {
             loop.register(listenFD, events: FETCHD_EPOLLIN) { [self] _ in acceptAll() }
         }
         for (index, events) in loops.enumerated() {
-            driver(index, events.pollFD) { events.runReady() }
+            driver(index, events.pollFD, { events.runReady() }, { events.cork.flushAndHold() })
         }
     }
 

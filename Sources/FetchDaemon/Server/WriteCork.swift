@@ -1,14 +1,16 @@
 import Glibc
 import Synchronization
 
-/// Holds back the socket writes of answers made in one burst on the answer thread, so that the
-/// answers one client is owed leave in one write and wake it once. One instance, made by
-/// `Daemon` and handed to the answer thread (its burst wrapper) and to every connection.
+/// Holds back the socket writes of answers made on one thread, so that the answers one client
+/// is owed leave in one write and wake it once. Two kinds: the answer thread's (`Daemon`
+/// makes it; it holds during each burst, `around`) and each event loop's (it holds on the
+/// loop's engine thread for a whole turn of that thread's loop, and `flushAndHold` writes
+/// them before the thread waits).
 final class WriteCork: @unchecked Sendable {
-    /// The thread that runs bursts, once it has run one.
+    /// The thread whose writes are held back, once it has held any.
     private let burstThread = Atomic<UInt>(0)
-    /// The connections with answers held back in the current burst; nil between bursts.
-    /// Touched only by the burst thread (`isHolding` checks the thread first).
+    /// The connections with answers held back now; nil while nothing is held (between
+    /// bursts). Touched only by that thread (`isHolding` checks the thread first).
     private var held: [Connection]?
 
     /// Runs `body` with this thread's answer writes held back, then writes them.
@@ -19,6 +21,21 @@ final class WriteCork: @unchecked Sendable {
         let connections = held ?? []
         held = nil
         for connection in connections { connection.flushHeldBack() }
+    }
+
+    /// Writes what the calling thread held back, and holds its writes from now on until the
+    /// next call: an event loop's thread calls it before each wait (and before it ends).
+    func flushAndHold() {
+        burstThread.store(pthread_self(), ordering: .relaxed)
+        guard var connections = held, !connections.isEmpty else {
+            if held == nil { held = [] }
+            return
+        }
+        // Not holding while it writes; the list's buffer is kept for the next turn.
+        held = nil
+        for connection in connections { connection.flushHeldBack() }
+        connections.removeAll(keepingCapacity: true)
+        held = connections
     }
 
     /// Whether the calling thread is in a burst now (its writes wait for the burst's end).
