@@ -73,6 +73,33 @@ class TestEngineThreads(unittest.TestCase):
             finally:
                 daemon.close()
 
+    def test_generated_job_ids_step_around_ids_clients_chose(self):
+        # Clients may name jobs like the daemon does: a generated id that a live job already
+        # has is skipped, never shared and never refused.
+        daemon = Daemon().start()
+        try:
+            with daemon.client() as c:
+                # The held jobs take numbers 1-40 and the next ones would be 41-60: named ahead.
+                slow = self.srv.test_url + "/slow-headers?ms=1500"
+                names = [f"job-{i}" for i in range(21, 61)]
+                held = [send_request(c, "fetch", {"url": slow, "jobId": n}, req_id=n) for n in names]
+                wait_for(lambda: all(job_state(c, n) is not None for n in names), timeout=10)
+                quick = [send_request(c, "fetch", {"url": self.srv.nginx_url + "/small.txt"}, req_id=f"q{i}")
+                         for i in range(20)]
+                answers = {}
+                while len(answers) < len(held) + len(quick):
+                    msg = c.recv(timeout=30)
+                    answers[msg["id"]] = msg
+                named = {answers[r]["result"]["jobId"] for r in held}
+                self.assertEqual(named, set(names))
+                generated = [answers[r]["result"]["jobId"] for r in quick]
+                self.assertEqual(len(set(generated)), 20, generated)
+                self.assertFalse(named & set(generated), generated)
+                # The step around a taken id was taken (a million on, protocol.md).
+                self.assertTrue(any(int(g[4:]) > 1_000_000 for g in generated), generated)
+        finally:
+            daemon.close()
+
     def test_out_of_range_values_are_refused_at_start(self):
         for value in ("0", "17", "two", "-1"):
             r = subprocess.run([FETCHD_BIN, "--socket", "/nonexistent/x.sock", "--engine-threads", value],

@@ -57,9 +57,13 @@ struct EndedJobs: Sendable {
 
     subscript(jobID: String) -> EndedJob? { byID[jobID]?.job }
 
-    mutating func add(_ job: EndedJob) {
+    /// Returns what it dropped (the oldest, once the ring is full; or an earlier end of the
+    /// same id), for the caller to free outside its lock.
+    @discardableResult
+    mutating func add(_ job: EndedJob) -> EndedJob? {
         sequence += 1
         let slot = (sequence: sequence, jobID: job.jobID)
+        var dropped: EndedJob?
         if ring.count < capacity {
             ring.append(slot)
         } else {
@@ -67,12 +71,13 @@ struct EndedJobs: Sendable {
             // Only when that id was not ended again since (a newer entry is not dropped). One
             // lookup, not two (each hashes the id).
             if let index = byID.index(forKey: oldest.jobID), byID[index].value.sequence == oldest.sequence {
-                byID.remove(at: index)
+                dropped = byID.remove(at: index).value.job
             }
             ring[next] = slot
             next = (next + 1) % capacity
         }
-        byID[job.jobID] = (sequence, job)
+        if let replaced = byID.updateValue((sequence, job), forKey: job.jobID) { dropped = replaced.job }
+        return dropped
     }
 
     /// What the ring stores of a fetch's result, and whether its body is still to be left

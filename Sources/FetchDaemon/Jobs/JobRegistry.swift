@@ -9,17 +9,21 @@ final class JobRegistry: Sendable {
     }
 
     let services: JobServices
+    /// Taken by both small-request threads for every job (register, finish): only the
+    /// dictionary and ring updates happen under it; the job, its id and what drops out of the
+    /// ring are made and freed outside.
     private let state = Locked(State())
+    /// Job numbers (and engine transfer ids), from 1.
+    private let nextNumber = Atomic<UInt64>(1)
+    /// What each open connection may hold in memory (Connection.bodyBudget).
+    private let budgets = Locked<[UInt64: BodyBudget]>([:])
 
     private struct State {
         var live: [String: Job] = [:]
-        var nextNumber: UInt64 = 1
         var finished = 0
         var failed = 0
         /// Connections whose peer is gone: their new non-detached jobs are cancelled at once.
         var vanishedConnections: Set<UInt64> = []
-        /// What each open connection may hold in memory (Connection.bodyBudget).
-        var budgets: [UInt64: BodyBudget] = [:]
         var shuttingDown = false
         /// The last 1,000 ended jobs (getJob, attach).
         var ended = EndedJobs()
@@ -36,27 +40,29 @@ final class JobRegistry: Sendable {
     /// Registers a job under the client's id, or a fresh one.
     func register(_ spec: JobSpec, context: RPCContext, reply: @escaping ReplyingRPCMethod.Reply) throws -> Job {
         let jobID = spec.model.jobID, detach = spec.model.detach || spec.durable, connectionID = context.connectionID
-        return try state.withLock { s throws -> Job in
-            if s.shuttingDown { throw JobCancelled(jobID: jobID ?? "", by: .shutdown) }
-            let number = s.nextNumber
-            s.nextNumber += 1
-            var id = jobID ?? "job-\(number)"
-            if let jobID {
-                guard s.live[jobID] == nil else { throw DuplicateJobID(jobID: jobID) }
-            } else {
-                var extra = number
-                while s.live[id] != nil {
-                    extra += 1_000_000
-                    id = "job-\(extra)"
-                }
-            }
-            if !detach && s.vanishedConnections.contains(connectionID) {
-                throw JobCancelled(jobID: id, by: .disconnect)
-            }
+        let budget = budgets.withLock { $0[connectionID] }
+        let number = nextNumber.wrappingAdd(1, ordering: .relaxed).oldValue
+        var id = jobID ?? "job-\(number)"
+        var extra = number
+        while true {
             let job = Job(id: id, transferID: number, connectionID: connectionID, spec: spec, context: context,
-                          bodyBudget: s.budgets[connectionID], reply: reply)
-            s.live[id] = job
-            return job
+                          bodyBudget: budget, reply: reply)
+            let registered = try state.withLock { s throws -> Bool in
+                if s.shuttingDown { throw JobCancelled(jobID: jobID ?? "", by: .shutdown) }
+                if s.live[id] != nil {
+                    if let jobID { throw DuplicateJobID(jobID: jobID) }
+                    return false
+                }
+                if !detach && s.vanishedConnections.contains(connectionID) {
+                    throw JobCancelled(jobID: id, by: .disconnect)
+                }
+                s.live[id] = job
+                return true
+            }
+            if registered { return job }
+            // A client named a live job like a generated id: the next free one.
+            extra += 1_000_000
+            id = "job-\(extra)"
         }
     }
 
@@ -69,10 +75,7 @@ final class JobRegistry: Sendable {
 
     /// An engine transfer id for work outside any job (a resumable upload's cancel command).
     func freshTransferID() -> UInt64 {
-        state.withLock { s in
-            defer { s.nextNumber += 1 }
-            return s.nextNumber
-        }
+        nextNumber.wrappingAdd(1, ordering: .relaxed).oldValue
     }
 
     /// The job has ended: it leaves the live jobs for the ring of ended ones.
@@ -84,12 +87,13 @@ final class JobRegistry: Sendable {
         }
         let ended = EndedJob(jobID: job.id, state: job.state.name, durable: job.durable, restarts: job.restarts, answer: kept,
                              isFetch: job.spec.kind == .fetch)
-        let drained = state.withLock { s -> Bool in
+        let (drained, dropped) = state.withLock { s -> (Bool, EndedJob?) in
             s.live[job.id] = nil
             if case .success = answer { s.finished += 1 } else { s.failed += 1 }
-            s.ended.add(ended)
-            return s.live.isEmpty
+            return (s.live.isEmpty, s.ended.add(ended))
         }
+        // The oldest ended job's answer is freed here, not under the lock.
+        _ = dropped
         if drained { memory.jobsDrained() }
     }
 
@@ -108,19 +112,17 @@ final class JobRegistry: Sendable {
     }
 
     func connectionOpened(_ connectionID: UInt64, budget: BodyBudget) {
-        state.withLock { $0.budgets[connectionID] = budget }
+        budgets.withLock { $0[connectionID] = budget }
     }
 
     /// The memory budget of an open connection (what waits for it to read).
     func budget(of connectionID: UInt64) -> BodyBudget? {
-        state.withLock { $0.budgets[connectionID] }
+        budgets.withLock { $0[connectionID] }
     }
 
     func connectionClosed(_ connectionID: UInt64) {
-        state.withLock { s in
-            s.vanishedConnections.remove(connectionID)
-            s.budgets[connectionID] = nil
-        }
+        state.withLock { _ = $0.vanishedConnections.remove(connectionID) }
+        budgets.withLock { $0[connectionID] = nil }
     }
 
     /// Refuses new jobs from now on.
