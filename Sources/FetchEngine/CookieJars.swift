@@ -162,7 +162,7 @@ final class CookieJars {
     /// response, or redirects (whose hops' headers are not kept). A false positive costs one
     /// look at the jar; a miss would delay persisting until the next change.
     static func mayHaveChanged(_ transfer: Transfer, easy: UnsafeMutableRawPointer) -> Bool {
-        if transfer.responseHeaders.contains(where: { $0.name.caseInsensitiveEquals("set-cookie") }) { return true }
+        if transfer.responseHeaders.contains(named: "set-cookie") { return true }
         var redirects = 0
         fetchd_easy_getinfo_long(easy, CURLINFO_REDIRECT_COUNT, &redirects)
         return redirects > 0

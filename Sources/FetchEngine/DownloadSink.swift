@@ -128,7 +128,7 @@ final class DownloadSink: @unchecked Sendable {
     }
 
     /// Called with each piece of the body.
-    func write(_ bytes: UnsafeRawBufferPointer, status: Int, headers: [HTTPHeader], errorBody: inout [UInt8],
+    func write(_ bytes: UnsafeRawBufferPointer, status: Int, headers: ResponseHeaders, errorBody: inout [UInt8],
                resume: @escaping @Sendable () -> Void) -> Taken {
         if !decided { decide(status: status, headers: headers) }
         if failure != nil { return .stop }
@@ -195,12 +195,12 @@ final class DownloadSink: @unchecked Sendable {
         return true
     }
 
-    private func decide(status: Int, headers: [HTTPHeader]) {
+    private func decide(status: Int, headers: ResponseHeaders) {
         decided = true
         guard (200...299).contains(status) else { return }
         toFile = true
         if status == 206 && target.resumeOffset > 0 {
-            let range = headers.last { $0.name.lowercased() == "content-range" }?.value ?? ""
+            let range = headers.last(named: "content-range") ?? ""
             guard Self.rangeStart(range) == target.resumeOffset else {
                 failure = .answer("the server resumed at the wrong place (Content-Range: \(range))")
                 return
@@ -214,8 +214,8 @@ final class DownloadSink: @unchecked Sendable {
             // A full answer: the file starts again from zero.
             restartFromZero()
         }
-        let validator = headers.last { $0.name.lowercased() == "etag" }?.value
-            ?? headers.last { $0.name.lowercased() == "last-modified" }?.value
+        let validator = headers.last(named: "etag")
+            ?? headers.last(named: "last-modified")
         if let validator {
             _ = fetchd_fsetxattr(fd, DownloadTarget.validatorAttribute, validator, UInt(validator.utf8.count))
         } else {
@@ -242,7 +242,7 @@ final class DownloadSink: @unchecked Sendable {
 
     /// At the end of a successful transfer: writes the last block. A write that fails here
     /// leaves `failure` set, and the transfer fails with it.
-    func finish(status: Int, headers: [HTTPHeader]) -> DownloadOutcome {
+    func finish(status: Int, headers: ResponseHeaders) -> DownloadOutcome {
         if !decided { decide(status: status, headers: headers) }  // an empty body
         flush()
         return DownloadOutcome(fileBytes: offset, digest: PendingDigest(hasher), resumed: resumed, wroteFile: toFile)

@@ -2,7 +2,7 @@
 public struct HTTPResponse: Sendable {
     public var status: Int
     /// The final response's headers, in the order received, names as the server sent them.
-    public var headers: [HTTPHeader]
+    public var headers: ResponseHeaders
     /// The URL after redirects.
     public var url: String
     public var body: [UInt8]
@@ -19,7 +19,7 @@ public struct HTTPResponse: Sendable {
     public var remoteAddress: String?
 
     public init(
-        status: Int, headers: [HTTPHeader], url: String, body: [UInt8], redirects: Int,
+        status: Int, headers: ResponseHeaders, url: String, body: [UInt8], redirects: Int,
         httpVersion: String, timings: TransferTimings, sentBytes: Int64, receivedBytes: Int64
     ) {
         self.status = status

@@ -12,7 +12,7 @@ public enum KnownBody {
     /// `filePath` set.
     public static func write(_ body: [UInt8], status: Int, headers: [HTTPHeader], to target: DownloadTarget)
         -> Result<(download: DownloadOutcome, errorBody: [UInt8]), TransferError> {
-        write(status: status, headers: headers, to: target) { consume in
+        write(status: status, headers: ResponseHeaders(headers), to: target) { consume in
             body.withUnsafeBytes { _ = consume($0) }
             return true
         }
@@ -23,7 +23,7 @@ public enum KnownBody {
     public static func write(contentsOf fd: Int32, status: Int, headers: [HTTPHeader], to target: DownloadTarget)
         -> Result<(download: DownloadOutcome, errorBody: [UInt8]), TransferError> {
         var block = [UInt8](repeating: 0, count: 512 << 10)
-        return write(status: status, headers: headers, to: target) { consume in
+        return write(status: status, headers: ResponseHeaders(headers), to: target) { consume in
             while true {
                 let n = block.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 if n < 0 && errno == EINTR { continue }
@@ -36,7 +36,7 @@ public enum KnownBody {
 
     /// Feeds what `produce` hands to `consume` (which answers false once the sink takes no
     /// more) into the part file; `produce` answers false when it could not read its body.
-    private static func write(status: Int, headers: [HTTPHeader], to target: DownloadTarget,
+    private static func write(status: Int, headers: ResponseHeaders, to target: DownloadTarget,
                               produce: (_ consume: (UnsafeRawBufferPointer) -> Bool) -> Bool)
         -> Result<(download: DownloadOutcome, errorBody: [UInt8]), TransferError> {
         let sink: DownloadSink

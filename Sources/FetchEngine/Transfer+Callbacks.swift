@@ -68,10 +68,9 @@ let transferHeaderCallback: fetchd_data_cb = { data, size, count, user in
         while start < end, bytes[start] == UInt8(ascii: " ") || bytes[start] == UInt8(ascii: "\t") { start += 1 }
         var stop = end
         while stop > start, bytes[stop - 1] == UInt8(ascii: " ") || bytes[stop - 1] == UInt8(ascii: "\t") { stop -= 1 }
-        let header = HTTPHeader(String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<colon]), as: UTF8.self),
-                                String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<stop]), as: UTF8.self))
-        t.responseHeaders.append(header)
-        t.recorder?.headerReceived(header)
+        t.responseHeaders.append(name: UnsafeBufferPointer(rebasing: bytes[0..<colon]),
+                                 value: UnsafeBufferPointer(rebasing: bytes[start..<stop]))
+        if let recorder = t.recorder { recorder.headerReceived(t.responseHeaders[t.responseHeaders.count - 1]) }
     } else if end == 0 {
         t.readingHeaders = false
     }

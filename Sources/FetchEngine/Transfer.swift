@@ -20,7 +20,7 @@ final class Transfer: @unchecked Sendable {
     private var connectToList: UnsafeMutablePointer<curl_slist>?
     let errorBuffer: UnsafeMutablePointer<CChar>
 
-    var responseHeaders: [HTTPHeader] = []
+    var responseHeaders = ResponseHeaders()
     /// Header bytes over every hop so far, as libcurl counts them (`HTTPLimits`).
     var responseHeaderBytes = 0
     var responseHeadersTooLarge = false
@@ -91,7 +91,7 @@ final class Transfer: @unchecked Sendable {
         self.easy = easy
         let me = Unmanaged.passUnretained(self).toOpaque()
         // Room for a typical response's headers at once, not grown one doubling at a time.
-        responseHeaders.reserveCapacity(16)
+        responseHeaders.reserveCapacity(headers: 16, bytes: 512)
         if !configured { Self.setBaseline(easy, settings: settings) }
         if let parsed = request.parsedURL, parsed.text == request.url {
             // Parsed once already, when the request was read: libcurl reads that parse. On a

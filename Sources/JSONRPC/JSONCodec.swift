@@ -118,7 +118,12 @@ public enum JSONCodec {
     /// an escape is handled byte by byte. Room for the common case is made once.
     fileprivate static func writeString(_ string: String, to out: inout ByteSink) {
         var string = string
-        string.withUTF8 { utf8 in
+        string.withUTF8 { writeUTF8($0, to: &out) }
+    }
+
+    /// A string's UTF-8 bytes (valid UTF-8: the caller checked), quoted and escaped.
+    fileprivate static func writeUTF8(_ utf8: UnsafeBufferPointer<UInt8>, to out: inout ByteSink) {
+        do {
             let count = utf8.count
             out.reserve(count + 2)
             var p = out.end
@@ -461,24 +466,55 @@ public struct JSONObjectWriter: ~Copyable {
     /// a lowercased copy of the key. Lowering the escaped text is the same as escaping the
     /// lowered key: escapes are lowercase already.
     public mutating func add(lowercasingKey key: String, _ value: String) {
+        var key = key, value = value
+        key.withUTF8 { key in value.withUTF8 { value in addValidUTF8(lowercasingKey: key, value) } }
+    }
+
+    /// A header as it arrived, from its bytes (no String made): the name lowered. Bytes
+    /// that are not ASCII are read as `String(decoding:as: UTF8.self)` reads them (an invalid
+    /// sequence becomes U+FFFD), so the answer is always valid UTF-8.
+    public mutating func add(lowercasingKeyBytes key: UnsafeBufferPointer<UInt8>, valueBytes value: UnsafeBufferPointer<UInt8>) {
+        guard Self.isASCII(key), Self.isASCII(value) else {
+            return add(lowercasingKey: String(decoding: key, as: UTF8.self), String(decoding: value, as: UTF8.self))
+        }
+        addValidUTF8(lowercasingKey: key, value)
+    }
+
+    private mutating func addValidUTF8(lowercasingKey key: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) {
         #if DEBUG
-        assert(keys.insert(key.lowercased()).inserted, "duplicate key \(key) in a JSON object")
+        assert(keys.insert(String(decoding: key, as: UTF8.self).lowercased()).inserted, "duplicate key in a JSON object")
         #endif
         separate()
         if !Self.writeLowercasedPlain(key, to: &out) {
             let start = out.written
-            JSONCodec.writeString(key, to: &out)
+            JSONCodec.writeUTF8(key, to: &out)
             out.lowercaseASCII(from: start)
         }
         out.append(UInt8(ascii: ":"))
-        JSONCodec.writeString(value, to: &out)
+        JSONCodec.writeUTF8(value, to: &out)
+    }
+
+    /// No byte at or above 0x80; eight bytes per step.
+    private static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
+        let count = bytes.count
+        var index = 0
+        var any: UInt64 = 0
+        while index + 8 <= count {
+            any |= UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+            index += 8
+        }
+        while index < count {
+            any |= UInt64(base[index])
+            index += 1
+        }
+        return any & 0x8080_8080_8080_8080 == 0
     }
 
     /// A key of printable ASCII with nothing to escape (every header name a server sends):
     /// copied, lowered and quoted in one pass. False, with nothing written, for any other.
-    private static func writeLowercasedPlain(_ key: String, to out: inout ByteSink) -> Bool {
-        var key = key
-        return key.withUTF8 { utf8 -> Bool in
+    private static func writeLowercasedPlain(_ utf8: UnsafeBufferPointer<UInt8>, to out: inout ByteSink) -> Bool {
+        do {
             let count = utf8.count
             out.reserve(count + 3)
             let p = out.end

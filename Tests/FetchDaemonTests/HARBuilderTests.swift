@@ -27,7 +27,7 @@ final class HARBuilderTests: XCTestCase {
 
     private func success(_ request: HTTPRequest, status: Int = 200, body: [UInt8] = [], hops: [ExchangeHop],
                          timings: TransferTimings = TransferTimings(), number: Int = 1) -> Job.AttemptRecord {
-        var response = HTTPResponse(status: status, headers: hops.last?.responseHeaders ?? [], url: hops.last?.url ?? request.url,
+        var response = HTTPResponse(status: status, headers: ResponseHeaders(hops.last?.responseHeaders ?? []), url: hops.last?.url ?? request.url,
                                     body: body, redirects: max(0, hops.count - 1), httpVersion: "HTTP/1.1",
                                     timings: timings, sentBytes: 0, receivedBytes: Int64(body.count))
         response.exchange = hops

@@ -170,6 +170,29 @@ final class ResponseFieldsTests: XCTestCase {
         XCTAssertEqual(headers["content-type"], "text/plain")
     }
 
+    func testHeaderBytesAreWrittenAsValidEscapedJSON() throws {
+        // Written from the bytes as they arrived: escaped, names lowered, and bytes that are
+        // not UTF-8 replaced as String(decoding:) replaces them, so the answer stays valid.
+        var raw = ResponseHeaders()
+        let pairs: [([UInt8], [UInt8])] = [
+            (Array("X-Quote".utf8), Array("say \"hi\"\\ \u{01}".utf8)),
+            (Array("X-Latin".utf8), [0x63, 0x61, 0x66, 0xE9]),                 // ISO-8859-1 "café"
+            (Array("X-UTF8".utf8), Array("café".utf8)),
+            (Array("X-Multi".utf8), [0xFF]), (Array("x-multi".utf8), Array("b".utf8)),
+        ]
+        for (name, value) in pairs {
+            name.withUnsafeBufferPointer { n in value.withUnsafeBufferPointer { v in raw.append(name: n, value: v) } }
+        }
+        let line = RPCMessage.line(RPCMessage.result(id: .integer(1), ResponseFields.headers(raw)))
+        let decoded = try JSONCodec.decode(Array(line.dropLast()))
+        let headers = try XCTUnwrap(decoded.objectValue?["result"]?.objectValue)
+        XCTAssertEqual(headers.keys, ["x-quote", "x-latin", "x-utf8", "x-multi"])
+        XCTAssertEqual(headers["x-quote"], .string("say \"hi\"\\ \u{01}"))
+        XCTAssertEqual(headers["x-latin"], .string("caf\u{FFFD}"))
+        XCTAssertEqual(headers["x-utf8"], .string("café"))
+        XCTAssertEqual(headers["x-multi"], .string("\u{FFFD}, b"))
+    }
+
     func testManyHeadersAreGroupedTheSameWay() throws {
         // Past the pairwise limit the grouping goes through a dictionary: same names, order and joins.
         var many: [HTTPHeader] = []
@@ -177,7 +200,7 @@ final class ResponseFieldsTests: XCTestCase {
             many.append(HTTPHeader(i % 3 == 0 ? "X-Repeat" : "X-Name-\(i)", "v\(i)"))
             if i % 50 == 0 { many.append(HTTPHeader("Set-Cookie", "c\(i)=1")) }
         }
-        let grouped = try XCTUnwrap(ResponseFields.headers(many).objectValue)
+        let grouped = try XCTUnwrap(ResponseFields.headers(ResponseHeaders(many)).objectValue)
         var expectedKeys: [String] = []
         for header in many where !expectedKeys.contains(header.name.lowercased()) { expectedKeys.append(header.name.lowercased()) }
         XCTAssertEqual(grouped.keys, expectedKeys)

@@ -254,13 +254,13 @@ final class HTTPCache: Sendable {
                     guard case .success(let response) = outcome else { return }
                     let key = CacheStage.Key(url: entry.url, partition: entry.partition)
                     if response.status == 304 {
-                        guard CacheRules.notModifiedMatches(entry.stored, response.headers) else { return }
-                        store.update(entry, to: CacheRules.updated(entry.stored, with: response.headers,
+                        guard CacheRules.notModifiedMatches(entry.stored, Array(response.headers)) else { return }
+                        store.update(entry, to: CacheRules.updated(entry.stored, with: Array(response.headers),
                                                                    requestTime: sentAt, responseTime: receivedAt))
                     } else if response.redirects == 0,
                               CacheRules.storable(status: response.status, requestHeaders: sentHeaders,
-                                                  responseHeaders: response.headers) {
-                        let stored = StoredResponse(status: response.status, headers: CacheRules.storedHeaders(response.headers),
+                                                  responseHeaders: Array(response.headers)) {
+                        let stored = StoredResponse(status: response.status, headers: CacheRules.storedHeaders(Array(response.headers)),
                                                     requestTime: sentAt, responseTime: receivedAt)
                         self.store(key: key, varyKey: varyKey, stored: stored, body: response.body, replacing: entry)
                     }

@@ -95,14 +95,14 @@ final class CacheStage: Stage {
         }
         if !CacheRules.safeMethods.contains(request.method.uppercased()) {
             cache.invalidate(CacheRules.invalidated(method: request.method, status: response.status, url: request.url,
-                                                    responseHeaders: response.headers))
+                                                    responseHeaders: Array(response.headers)))
             return
         }
         guard let key = state.key else { return }
         if let entry = state.validating {
             if response.status == 304 {
-                state.pending = CacheRules.notModifiedMatches(entry.stored, response.headers)
-                    ? .revalidated(entry, response.headers, requestTime: state.sentAt, responseTime: receivedAt) : .refetch
+                state.pending = CacheRules.notModifiedMatches(entry.stored, Array(response.headers))
+                    ? .revalidated(entry, Array(response.headers), requestTime: state.sentAt, responseTime: receivedAt) : .refetch
                 return
             }
             if CacheRules.isErrorForStaleIfError(response.status),
@@ -111,11 +111,14 @@ final class CacheStage: Stage {
                 return
             }
         }
-        let stored = StoredResponse(status: response.status, headers: CacheRules.storedHeaders(response.headers),
+        // The headers as Strings, made once here for the cache's rules (a fetch that bypasses
+        // the cache never makes them).
+        let responseHeaders = Array(response.headers)
+        let stored = StoredResponse(status: response.status, headers: CacheRules.storedHeaders(responseHeaders),
                                     requestTime: state.sentAt, responseTime: receivedAt)
-        let varyNames = CacheRules.varyNames(response.headers)
+        let varyNames = CacheRules.varyNames(responseHeaders)
         let storable = response.redirects == 0 && varyNames != nil
-            && CacheRules.storable(status: response.status, requestHeaders: request.headers, responseHeaders: response.headers)
+            && CacheRules.storable(status: response.status, requestHeaders: request.headers, responseHeaders: responseHeaders)
             && CacheRules.worthStoring(stored)
         if storable, let varyNames, job.spec.kind == .download {
             // Its body is a file, copied into the store once it has landed (jobEnded).
@@ -401,7 +404,7 @@ final class CacheStage: Stage {
                 }
                 defer { close(fd) }
                 var response = served(entry, body: [], url: attempt.request.url, now: cache.now())
-                switch KnownBody.write(contentsOf: fd, status: entry.stored.status, headers: response.headers, to: target) {
+                switch KnownBody.write(contentsOf: fd, status: entry.stored.status, headers: Array(response.headers), to: target) {
                 case .success(let written):
                     response.download = written.download
                     response.body = written.errorBody
@@ -431,7 +434,7 @@ final class CacheStage: Stage {
                 hop.requestHeaders = request.headers
                 hop.httpVersion = response.httpVersion
                 hop.status = response.status
-                hop.responseHeaders = response.headers
+                hop.responseHeaders = Array(response.headers)
                 answered.exchange = [hop]
                 job.record(Job.AttemptRecord(number: attempt.number, startedAt: Date(), request: request,
                                              outcome: .success(answered), ruleSecrets: attempt.ruleSecrets))
@@ -445,7 +448,7 @@ final class CacheStage: Stage {
     static func served(_ entry: CacheStore.Entry, body: [UInt8], url: String, now: Double) -> HTTPResponse {
         var headers = entry.stored.headers.filter { !$0.name.caseInsensitiveEquals("Age") }
         headers.append(HTTPHeader("Age", String(Int(CacheRules.currentAge(entry.stored, now: now)))))
-        return HTTPResponse(status: entry.stored.status, headers: headers, url: url, body: body, redirects: 0,
+        return HTTPResponse(status: entry.stored.status, headers: ResponseHeaders(headers), url: url, body: body, redirects: 0,
                             httpVersion: "cache", timings: TransferTimings(), sentBytes: 0, receivedBytes: Int64(body.count))
     }
 

@@ -39,7 +39,7 @@ struct HostGate: Sendable {
     /// A 429 or 503 with a Retry-After in the future pauses the host for every client (for
     /// every daemon, when its limit is shared), for at most `maxSeconds`. The pause's length,
     /// or nil for any other answer.
-    func pauseForRetryAfter(_ status: Int, _ headers: [HTTPHeader], host: HostKey, sharedHost: Bool,
+    func pauseForRetryAfter(_ status: Int, _ headers: ResponseHeaders, host: HostKey, sharedHost: Bool,
                             maxSeconds: Double) -> Double? {
         guard RetryPolicy.retryAfterStatuses.contains(status), let retryAfter = headers.last(named: "Retry-After"),
               let seconds = RetryAfter.seconds(from: retryAfter, now: Date()), seconds > 0 else { return nil }

@@ -68,14 +68,14 @@ final class ResumableUploadStage: Stage, @unchecked Sendable {
         }
         if sent == .start {
             do {
-                try session.started(status: answer.status, headers: answer.headers)
+                try session.started(status: answer.status, headers: Array(answer.headers))
             } catch {
                 return .final  // not a resumable endpoint: its answer is the result
             }
             return session.next == .finished ? .final : .next
         }
         do {
-            try session.answered(status: answer.status, headers: answer.headers)
+            try session.answered(status: answer.status, headers: Array(answer.headers))
         } catch {
             return .fail(error)
         }

@@ -79,7 +79,7 @@ final class StubStage: Stage {
             let made = outcome(answer, request)
             guard case .success(var response) = made else { return Substitute.Made(outcome: made) }
             if let jar = request.cookieJar {
-                let cookies = StubCookies.cookies(from: response.headers, url: request.url, now: Date())
+                let cookies = StubCookies.cookies(from: Array(response.headers), url: request.url, now: Date())
                 if !cookies.isEmpty { stubs.storeCookies(cookies, jar) }
             }
             hops += response.exchange
@@ -118,7 +118,7 @@ final class StubStage: Stage {
         let body = request.method.caseInsensitiveEquals("HEAD") ? [] : stubbed.body
         let sent: Int64 = if case .bytes(let bytes) = request.body { Int64(bytes.count) } else { 0 }
         var response = HTTPResponse(
-            status: stubbed.status, headers: stubbed.headers, url: request.url, body: [], redirects: 0,
+            status: stubbed.status, headers: ResponseHeaders(stubbed.headers), url: request.url, body: [], redirects: 0,
             httpVersion: "stub", timings: TransferTimings(), sentBytes: sent, receivedBytes: Int64(body.count))
         if request.recordsExchange {
             // What HTTP logs show: the request as it would have gone, and the stub's answer.

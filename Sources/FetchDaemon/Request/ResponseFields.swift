@@ -6,50 +6,51 @@ import JSONRPC
 /// The fields every result of `fetch`, `download` and `upload` shares.
 enum ResponseFields {
     /// Lowercase names; repeats joined by ", ", Set-Cookie lines by "\n" (they contain commas).
-    /// Written as text at once (the answer only ever writes it out), names lowered as they
-    /// are written: no lowered copies, no tree of values.
-    static func headers(_ headers: [HTTPHeader]) -> JSONValue {
-        var object = JSONObjectWriter(capacity: 32 + headers.count * 48)
-        guard headers.count <= pairwiseHeaderLimit else {
-            // A server may send thousands of headers (up to HTTPLimits.responseHeaderBytes):
-            // grouped through a dictionary, so the work stays linear in their number.
-            var order: [String] = []
-            var joined: [String: String] = [:]
-            for header in headers {
-                let name = header.name.lowercased()
-                if joined[name] == nil {
-                    order.append(name)
-                    joined[name] = header.value
-                } else {
-                    joined[name]!.append((name == "set-cookie" ? "\n" : ", ") + header.value)
+    /// Written as text at once (the answer only ever writes it out), from the bytes as they
+    /// arrived, names lowered as they are written: no Strings, no tree of values.
+    static func headers(_ headers: ResponseHeaders) -> JSONValue {
+        headers.withFields { bytes, fields in
+            var object = JSONObjectWriter(capacity: 32 + bytes.count + fields.count * 8)
+            guard fields.count <= pairwiseHeaderLimit else {
+                // A server may send thousands of headers (up to HTTPLimits.responseHeaderBytes):
+                // grouped through a dictionary, so the work stays linear in their number.
+                var order: [String] = []
+                var joined: [String: String] = [:]
+                for header in headers {
+                    let name = header.name.lowercased()
+                    if joined[name] == nil {
+                        order.append(name)
+                        joined[name] = header.value
+                    } else {
+                        joined[name]!.append((name == "set-cookie" ? "\n" : ", ") + header.value)
+                    }
                 }
+                for name in order { object.add(name, joined[name]!) }
+                return object.finish()
             }
-            for name in order { object.add(name, joined[name]!) }
+            func name(_ index: Int) -> UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: bytes[fields[index].name]) }
+            for index in fields.indices {
+                let own = name(index)
+                // A repeat was joined to the first header of its name.
+                guard !(0..<index).contains(where: { ResponseHeaders.sameName(name($0), own) }) else { continue }
+                let later = (index + 1)..<fields.count
+                guard later.contains(where: { ResponseHeaders.sameName(name($0), own) }) else {
+                    object.add(lowercasingKeyBytes: own, valueBytes: UnsafeBufferPointer(rebasing: bytes[fields[index].value]))
+                    continue
+                }
+                let repeats = later.filter { ResponseHeaders.sameName(name($0), own) }
+                let first = headers[index]
+                let separator = first.name.caseInsensitiveEquals("set-cookie") ? "\n" : ", "
+                let value = ([first.value] + repeats.map { headers[$0].value }).joined(separator: separator)
+                object.add(lowercasingKey: first.name, value)
+            }
             return object.finish()
         }
-        for index in headers.indices {
-            let name = headers[index].name
-            // A repeat was joined to the first header of its name.
-            guard !headers[..<index].contains(where: { sameName($0.name, name) }) else { continue }
-            var value = headers[index].value
-            for later in headers[(index + 1)...] where sameName(later.name, name) {
-                value += (sameName(name, "set-cookie") ? "\n" : ", ") + later.value
-            }
-            object.add(lowercasingKey: name, value)
-        }
-        return object.finish()
     }
 
     /// Up to this many headers (every ordinary response) are grouped by comparing names
     /// pairwise, with no dictionary and no lowered copies.
     static let pairwiseHeaderLimit = 32
-
-    /// Header names compared as ASCII without case (they are tokens).
-    private static func sameName(_ a: String, _ b: String) -> Bool {
-        let a = a.utf8, b = b.utf8
-        guard a.count == b.count else { return false }
-        return a.elementsEqual(b) { x, y in x == y || (x | 0x20 == y | 0x20 && x | 0x20 &- UInt8(ascii: "a") < 26) }
-    }
 
     static func common(job: Job, response: HTTPResponse) -> JSONObject {
         let elapsed = ContinuousClock.now - job.startedAt
