@@ -211,6 +211,34 @@ final class HostSchedulerTests: XCTestCase {
         XCTAssertEqual(scheduler.limitEntry(for: b), "*")
     }
 
+    func testTheDefaultAloneFollowsEveryChangeOfTheLimits() {
+        // With only `*` the limit is read without a lookup by name: that shortcut must end
+        // when a host gets its own entry, come back when the entry goes, and follow `*`.
+        var scheduler = HostScheduler(defaultLimit: .init(maxConcurrent: 2))
+        XCTAssertEqual(scheduler.limit(for: a).maxConcurrent, 2)
+        scheduler.setLimit(.init(maxConcurrent: 5), for: "*")
+        XCTAssertEqual(scheduler.limit(for: a).maxConcurrent, 5)
+        scheduler.setLimit(.init(maxConcurrent: 1), for: "A.example")
+        XCTAssertEqual(scheduler.limit(for: a).maxConcurrent, 1)
+        XCTAssertEqual(scheduler.limit(for: b).maxConcurrent, 5)
+        scheduler.removeLimit(for: "a.example")
+        XCTAssertEqual(scheduler.limit(for: a).maxConcurrent, 5)
+        XCTAssertTrue(scheduler.startNow(ticket(1, a), now: 0))
+        scheduler.setLimit(.init(maxConcurrent: 1), for: "*")
+        XCTAssertFalse(scheduler.startNow(ticket(2, a), now: 0), "one running, the new * allows one")
+        XCTAssertTrue(scheduler.startNow(ticket(3, b), now: 0))
+        scheduler.finished(host: a)
+        XCTAssertTrue(scheduler.startNow(ticket(4, a), now: 0))
+    }
+
+    func testEqualHostKeysHashAlike() {
+        let x = HostKey(scheme: "HTTP", name: "A.Example", port: 80)
+        let y = HostKey(scheme: "http", name: "a.example", port: 80)
+        XCTAssertEqual(x, y)
+        XCTAssertEqual(x.hashValue, y.hashValue)
+        XCTAssertEqual(Set([x, y, HostKey(scheme: "http", name: "a.example", port: 81)]).count, 2)
+    }
+
     func testQueueBoundRefusesNewButKeepsQueued() throws {
         var scheduler = HostScheduler(defaultLimit: .init(maxConcurrent: 0), maxQueued: 3)
         for id in 0..<3 { try scheduler.enqueue(ticket(UInt64(id), a)) }
