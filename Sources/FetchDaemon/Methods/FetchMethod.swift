@@ -40,7 +40,7 @@ extension FetchMethod.Params {
             kind: .fetch, model: model, request: request, stages: Pipeline.stages(services),
             answer: JobSpec.Answer(blocking: false) { job, response in
                 var result = ResponseFields.common(job: job, response: response)
-                result["bytes"] = JSONValue(response.body.count)
+                result.append(distinctKey: "bytes", JSONValue(response.body.count))
                 ResponseBody.add(response.body, mode: bodyMode, to: &result)
                 return .object(result)
             })

@@ -27,14 +27,14 @@ enum ResponseBody {
     static func add(_ body: [UInt8], mode: Mode, to result: inout JSONObject) {
         switch mode {
         case .none: break
-        case .base64: result["bodyBase64"] = .string(Data(body).base64EncodedString())
-        case .text: result["body"] = .string(String(decoding: body, as: UTF8.self))
+        case .base64: result.append(distinctKey: "bodyBase64", .string(Data(body).base64EncodedString()))
+        case .text: result.append(distinctKey: "body", .string(String(decoding: body, as: UTF8.self)))
         case .auto: addAuto(body, to: &result)
         case .json:
             do {
-                result["json"] = try JSONCodec.decode(body)
+                result.append(distinctKey: "json", try JSONCodec.decode(body))
             } catch {
-                result["jsonError"] = .string(error.message)
+                result.append(distinctKey: "jsonError", .string(error.message))
                 addAuto(body, to: &result)
             }
         }
@@ -42,9 +42,9 @@ enum ResponseBody {
 
     private static func addAuto(_ body: [UInt8], to result: inout JSONObject) {
         if let text = String(validating: body, as: UTF8.self) {
-            result["body"] = .string(text)
+            result.append(distinctKey: "body", .string(text))
         } else {
-            result["bodyBase64"] = .string(Data(body).base64EncodedString())
+            result.append(distinctKey: "bodyBase64", .string(Data(body).base64EncodedString()))
         }
     }
 }
