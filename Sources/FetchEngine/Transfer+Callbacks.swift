@@ -10,6 +10,14 @@ private func transfer(_ pointer: UnsafeMutableRawPointer?) -> Transfer {
     Unmanaged<Transfer>.fromOpaque(pointer!).takeUnretainedValue()
 }
 
+/// The Transfer lent to `body` without a retain and a release: the engine holds it while
+/// libcurl calls back. For the callbacks called many times per transfer (about 10 header
+/// and 14 progress calls per small GET, each a retain and a release before).
+@inline(__always)
+private func withTransfer<R>(_ pointer: UnsafeMutableRawPointer?, _ body: (Transfer) -> R) -> R {
+    Unmanaged<Transfer>.fromOpaque(pointer!)._withUnsafeGuaranteedRef(body)
+}
+
 let transferWriteCallback: fetchd_data_cb = { data, size, count, user in
     let t = transfer(user)
     let length = size * count
@@ -43,38 +51,39 @@ let transferWriteCallback: fetchd_data_cb = { data, size, count, user in
 }
 
 let transferHeaderCallback: fetchd_data_cb = { data, size, count, user in
-    let t = transfer(user)
-    let length = size * count
-    guard let data else { return length }
-    t.responseHeaderBytes += length
-    if t.responseHeaderBytes > HTTPLimits.responseHeaderBytes {
-        t.responseHeadersTooLarge = true
-        return 0  // makes libcurl stop with CURLE_WRITE_ERROR, before its own limit does
+    withTransfer(user) { t -> Int in
+        let length = size * count
+        guard let data else { return length }
+        t.responseHeaderBytes += length
+        if t.responseHeaderBytes > HTTPLimits.responseHeaderBytes {
+            t.responseHeadersTooLarge = true
+            return 0  // makes libcurl stop with CURLE_WRITE_ERROR, before its own limit does
+        }
+        // Parsed as bytes, with contiguous-buffer fast paths: this runs for every header of
+        // every response.
+        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: length)
+        var end = length
+        while end > 0, bytes[end - 1] == UInt8(ascii: "\n") || bytes[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+        if end >= 5, bytes[0] == UInt8(ascii: "H"), bytes[1] == UInt8(ascii: "T"), bytes[2] == UInt8(ascii: "T"),
+           bytes[3] == UInt8(ascii: "P"), bytes[4] == UInt8(ascii: "/") {
+            // A new response begins (a redirect hop or an interim 1xx): keep only the last.
+            t.responseHeaders.removeAll(keepingCapacity: true)
+            t.readingHeaders = true
+            t.recorder?.statusReceived(String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<end]), as: UTF8.self))
+        } else if end > 0, let found = memchr(bytes.baseAddress!, Int32(UInt8(ascii: ":")), end) {
+            let colon = UnsafeRawPointer(found) - UnsafeRawPointer(bytes.baseAddress!)
+            var start = colon + 1
+            while start < end, bytes[start] == UInt8(ascii: " ") || bytes[start] == UInt8(ascii: "\t") { start += 1 }
+            var stop = end
+            while stop > start, bytes[stop - 1] == UInt8(ascii: " ") || bytes[stop - 1] == UInt8(ascii: "\t") { stop -= 1 }
+            t.responseHeaders.append(name: UnsafeBufferPointer(rebasing: bytes[0..<colon]),
+                                     value: UnsafeBufferPointer(rebasing: bytes[start..<stop]))
+            if let recorder = t.recorder { recorder.headerReceived(t.responseHeaders[t.responseHeaders.count - 1]) }
+        } else if end == 0 {
+            t.readingHeaders = false
+        }
+        return length
     }
-    // Parsed as bytes, with contiguous-buffer fast paths: this runs for every header of
-    // every response.
-    let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: length)
-    var end = length
-    while end > 0, bytes[end - 1] == UInt8(ascii: "\n") || bytes[end - 1] == UInt8(ascii: "\r") { end -= 1 }
-    if end >= 5, bytes[0] == UInt8(ascii: "H"), bytes[1] == UInt8(ascii: "T"), bytes[2] == UInt8(ascii: "T"),
-       bytes[3] == UInt8(ascii: "P"), bytes[4] == UInt8(ascii: "/") {
-        // A new response begins (a redirect hop or an interim 1xx): keep only the last.
-        t.responseHeaders.removeAll(keepingCapacity: true)
-        t.readingHeaders = true
-        t.recorder?.statusReceived(String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<end]), as: UTF8.self))
-    } else if end > 0, let found = memchr(bytes.baseAddress!, Int32(UInt8(ascii: ":")), end) {
-        let colon = UnsafeRawPointer(found) - UnsafeRawPointer(bytes.baseAddress!)
-        var start = colon + 1
-        while start < end, bytes[start] == UInt8(ascii: " ") || bytes[start] == UInt8(ascii: "\t") { start += 1 }
-        var stop = end
-        while stop > start, bytes[stop - 1] == UInt8(ascii: " ") || bytes[stop - 1] == UInt8(ascii: "\t") { stop -= 1 }
-        t.responseHeaders.append(name: UnsafeBufferPointer(rebasing: bytes[0..<colon]),
-                                 value: UnsafeBufferPointer(rebasing: bytes[start..<stop]))
-        if let recorder = t.recorder { recorder.headerReceived(t.responseHeaders[t.responseHeaders.count - 1]) }
-    } else if end == 0 {
-        t.readingHeaders = false
-    }
-    return length
 }
 
 let transferReadCallback: fetchd_data_cb = { buffer, size, count, user in
@@ -91,22 +100,24 @@ let transferSeekCallback: fetchd_seek_cb = { user, offset, origin in
 /// Reports progress at most every `progressIntervalNanos`; the final report is sent by the
 /// engine when the transfer ends.
 let transferProgressCallback: fetchd_xferinfo_cb = { user, receiveTotal, received, sendTotal, sent in
-    let t = transfer(user)
-    guard let onProgress = t.onProgress else { return 0 }
-    // libcurl calls this many times per transfer, mostly with nothing new: the counts it
-    // passes are compared with what was last reported before the clock is read.
-    if let last = t.lastProgress, last.receivedBytes == received, last.sentBytes == sent,
-       (last.totalReceiveBytes ?? 0) == receiveTotal, (last.totalSendBytes ?? 0) == sendTotal {
+    withTransfer(user) { t -> Int32 in
+        // The closure is loaded (and retained) only to be called, not on every call.
+        guard t.onProgress != nil else { return 0 }
+        // libcurl calls this many times per transfer, mostly with nothing new: the counts it
+        // passes are compared with what was last reported before the clock is read.
+        if let last = t.lastProgress, last.receivedBytes == received, last.sentBytes == sent,
+           (last.totalReceiveBytes ?? 0) == receiveTotal, (last.totalSendBytes ?? 0) == sendTotal {
+            return 0
+        }
+        let now = DispatchTime.now().uptimeNanoseconds
+        guard now &- t.lastProgressNanos >= progressIntervalNanos else { return 0 }
+        let progress = t.currentProgress()
+        guard progress != t.lastProgress else { return 0 }
+        t.lastProgressNanos = now
+        t.lastProgress = progress
+        t.onProgress?(progress)
         return 0
     }
-    let now = DispatchTime.now().uptimeNanoseconds
-    guard now &- t.lastProgressNanos >= progressIntervalNanos else { return 0 }
-    let progress = t.currentProgress()
-    guard progress != t.lastProgress else { return 0 }
-    t.lastProgressNanos = now
-    t.lastProgress = progress
-    onProgress(progress)
-    return 0
 }
 
 /// Progress reports are at most this frequent per transfer (protocol: 100 ms).
