@@ -10,9 +10,9 @@ public enum KnownBody {
     /// What was written, and the body the answer keeps (the start of a non-2xx body; nothing
     /// for a 2xx). A file that cannot be written fails as a transfer's would: kind `other`,
     /// `filePath` set.
-    public static func write(_ body: [UInt8], status: Int, headers: [HTTPHeader], to target: DownloadTarget)
+    public static func write(_ body: [UInt8], status: Int, headers: ResponseHeaders, to target: DownloadTarget)
         -> Result<(download: DownloadOutcome, errorBody: [UInt8]), TransferError> {
-        write(status: status, headers: ResponseHeaders(headers), to: target) { consume in
+        write(status: status, headers: headers, to: target) { consume in
             body.withUnsafeBytes { _ = consume($0) }
             return true
         }
@@ -20,10 +20,10 @@ public enum KnownBody {
 
     /// The same for a body read from `fd` (a stored answer of the HTTP cache) in blocks of
     /// 512 KiB: never whole in memory. A read error fails as a file error would.
-    public static func write(contentsOf fd: Int32, status: Int, headers: [HTTPHeader], to target: DownloadTarget)
+    public static func write(contentsOf fd: Int32, status: Int, headers: ResponseHeaders, to target: DownloadTarget)
         -> Result<(download: DownloadOutcome, errorBody: [UInt8]), TransferError> {
         var block = [UInt8](repeating: 0, count: 512 << 10)
-        return write(status: status, headers: ResponseHeaders(headers), to: target) { consume in
+        return write(status: status, headers: headers, to: target) { consume in
             while true {
                 let n = block.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 if n < 0 && errno == EINTR { continue }

@@ -404,7 +404,7 @@ final class CacheStage: Stage {
                 }
                 defer { close(fd) }
                 var response = served(entry, body: [], url: attempt.request.url, now: cache.now())
-                switch KnownBody.write(contentsOf: fd, status: entry.stored.status, headers: Array(response.headers), to: target) {
+                switch KnownBody.write(contentsOf: fd, status: entry.stored.status, headers: response.headers, to: target) {
                 case .success(let written):
                     response.download = written.download
                     response.body = written.errorBody

@@ -136,7 +136,7 @@ final class StubStage: Stage {
             }
             response.body = body
         case .file(let target):
-            switch KnownBody.write(body, status: stubbed.status, headers: stubbed.headers, to: target) {
+            switch KnownBody.write(body, status: stubbed.status, headers: ResponseHeaders(stubbed.headers), to: target) {
             case .success(let written):
                 response.download = written.download
                 response.body = written.errorBody
