@@ -253,14 +253,15 @@ final class HTTPCache: Sendable {
                     defer { _ = revalidating.withLock { $0.remove(entry.id) } }
                     guard case .success(let response) = outcome else { return }
                     let key = CacheStage.Key(url: entry.url, partition: entry.partition)
+                    let headers = Array(response.headers)  // as Strings, once, for the cache's rules
                     if response.status == 304 {
-                        guard CacheRules.notModifiedMatches(entry.stored, Array(response.headers)) else { return }
-                        store.update(entry, to: CacheRules.updated(entry.stored, with: Array(response.headers),
+                        guard CacheRules.notModifiedMatches(entry.stored, headers) else { return }
+                        store.update(entry, to: CacheRules.updated(entry.stored, with: headers,
                                                                    requestTime: sentAt, responseTime: receivedAt))
                     } else if response.redirects == 0,
                               CacheRules.storable(status: response.status, requestHeaders: sentHeaders,
-                                                  responseHeaders: Array(response.headers)) {
-                        let stored = StoredResponse(status: response.status, headers: CacheRules.storedHeaders(Array(response.headers)),
+                                                  responseHeaders: headers) {
+                        let stored = StoredResponse(status: response.status, headers: CacheRules.storedHeaders(headers),
                                                     requestTime: sentAt, responseTime: receivedAt)
                         self.store(key: key, varyKey: varyKey, stored: stored, body: response.body, replacing: entry)
                     }

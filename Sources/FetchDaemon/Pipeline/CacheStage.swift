@@ -101,8 +101,9 @@ final class CacheStage: Stage {
         guard let key = state.key else { return }
         if let entry = state.validating {
             if response.status == 304 {
-                state.pending = CacheRules.notModifiedMatches(entry.stored, Array(response.headers))
-                    ? .revalidated(entry, Array(response.headers), requestTime: state.sentAt, responseTime: receivedAt) : .refetch
+                let headers = Array(response.headers)  // as Strings, once, for the cache's rules
+                state.pending = CacheRules.notModifiedMatches(entry.stored, headers)
+                    ? .revalidated(entry, headers, requestTime: state.sentAt, responseTime: receivedAt) : .refetch
                 return
             }
             if CacheRules.isErrorForStaleIfError(response.status),
