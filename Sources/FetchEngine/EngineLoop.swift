@@ -53,6 +53,8 @@ final class EngineLoop: @unchecked Sendable {
     private var writing = 0
     private let jars: SharedCookieJars
     private let turns = FairTurns()
+    /// When to unpause the transfers paused for their bandwidth caps.
+    private let throttleTimers = ThrottleTimers()
     private let defaults: DefaultHeaders
 
     init(settings: EngineSettings, jars: SharedCookieJars, cookieObserver: Locked<(@Sendable (String) -> Void)?>) {
@@ -89,13 +91,19 @@ final class EngineLoop: @unchecked Sendable {
             for id in turns.nextTurn() {
                 if let easy = active[id]?.easy { fetchd_easy_unpause(easy) }
             }
+            // Those whose bucket has room again go on (one still over its cap pauses again).
+            for id in throttleTimers.takeDue() {
+                if let easy = active[id]?.easy { fetchd_easy_unpause(easy) }
+            }
             turns.alone = active.count <= 1
             curl_multi_perform(multi, &running)
             collectFinished()
             // Sleeps until a socket is ready, a curl timer is due, or submit() wakes it.
             // Idle, nothing to time: sleep long (libcurl shortens it when it has timers).
             // A transfer waiting for its next turn: only a look at the sockets, no sleep.
-            let timeout: Int32 = turns.hasYielded ? 0 : active.isEmpty ? 60_000 : 1000
+            var timeout: Int32 = turns.hasYielded ? 0 : active.isEmpty ? 60_000 : 1000
+            // No longer than until the first transfer paused for its caps is due.
+            if let next = throttleTimers.millisecondsUntilNext() { timeout = min(timeout, next) }
             if let watched {
                 watched.beforeWait?()
                 var extra = curl_waitfd(fd: watched.fd, events: Int16(CURL_WAIT_POLLIN), revents: 0)
@@ -191,6 +199,7 @@ final class EngineLoop: @unchecked Sendable {
             transfer.resumeAfterPause = { [weak self] in self?.submit(.unpause(id)) }
         }
         transfer.turns = turns
+        transfer.throttle?.timers = throttleTimers
         transfer.configure(easy, settings: settings, defaults: defaults, configured: configured)
         if !configured { fetchd_easy_count_sockets(easy, openSockets) }
         // A reused handle that has this jar already keeps it: its share and its cookie file
@@ -246,6 +255,7 @@ final class EngineLoop: @unchecked Sendable {
         assert(isCurrent, "transfers end on the engine thread")
         active[transfer.id] = nil
         activeCount.store(active.count, ordering: .relaxed)
+        if transfer.throttle != nil { throttleTimers.remove(transfer.id) }
         guard let easy = transfer.easy else { return }
         curl_multi_remove_handle(multi, easy)
         if let onProgress = transfer.onProgress {

@@ -36,14 +36,22 @@ public struct MultipartForm: Sendable, Equatable {
     /// Builds the curl_mime for an easy handle; the caller frees it after the transfer.
     /// `files` are the file parts' files, opened by the caller in `filePaths` order (never by
     /// libcurl on the engine thread, where a FIFO would hold open() and every transfer); they
-    /// must outlive the mime.
-    func makeMime(for easy: UnsafeMutableRawPointer, files: [UploadFile]) -> OpaquePointer? {
+    /// must outlive the mime. With a `throttle` (a send cap), the in-memory parts are read
+    /// through it too (the file parts' `UploadFile`s have it already): their readers are
+    /// added to `kept`, which must outlive the mime as well.
+    func makeMime(for easy: UnsafeMutableRawPointer, files: [UploadFile], throttle: TransferThrottle? = nil,
+                  keeping kept: inout [UploadBytes]) -> OpaquePointer? {
         guard let mime = curl_mime_init(easy) else { return nil }
         var nextFile = files.makeIterator()
         for part in parts {
             guard let mimePart = curl_mime_addpart(mime) else { continue }
             curl_mime_name(mimePart, part.name)
             switch part.source {
+            case .bytes(let bytes) where throttle != nil:
+                let reader = UploadBytes(bytes, throttle: throttle!)
+                kept.append(reader)
+                curl_mime_data_cb(mimePart, curl_off_t(bytes.count), mimeBytesRead, mimeBytesSeek, nil,
+                                  Unmanaged.passUnretained(reader).toOpaque())
             case .bytes(let bytes):
                 // curl_mime_data copies the bytes.
                 var copy = bytes
@@ -70,6 +78,14 @@ private let mimeFileRead: curl_read_callback = { buffer, size, count, arg in
 
 private let mimeFileSeek: curl_seek_callback = { arg, offset, origin in
     Unmanaged<UploadFile>.fromOpaque(arg!).takeUnretainedValue().seek(to: offset, origin: origin)
+}
+
+private let mimeBytesRead: curl_read_callback = { buffer, size, count, arg in
+    Unmanaged<UploadBytes>.fromOpaque(arg!).takeUnretainedValue().read(into: buffer, size * count)
+}
+
+private let mimeBytesSeek: curl_seek_callback = { arg, offset, origin in
+    Unmanaged<UploadBytes>.fromOpaque(arg!).takeUnretainedValue().seek(to: offset, origin: origin)
 }
 
 /// Content types by file extension, for parts that do not name theirs.

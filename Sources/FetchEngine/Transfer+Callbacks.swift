@@ -22,6 +22,19 @@ let transferWriteCallback: fetchd_data_cb = { data, size, count, user in
     let t = transfer(user)
     let length = size * count
     guard let data, length > 0 else { return 0 }
+    guard let throttle = t.throttle else { return receive(data, length, t) }
+    // Over a bandwidth cap: paused until its bucket has room (TransferThrottle); the piece
+    // counts against the caps once it is taken.
+    guard throttle.mayReceive(length) else { return fetchd_writefunc_pause() }
+    let taken = receive(data, length, t)
+    if taken == length { throttle.received(length) }
+    return taken
+}
+
+/// A piece of the response body: taken (its length), held back (CURL_WRITEFUNC_PAUSE) or
+/// refused (0, which stops the transfer).
+@inline(__always)
+private func receive(_ data: UnsafeMutablePointer<CChar>, _ length: Int, _ t: Transfer) -> Int {
     // This turn's share used up: the rest waits for the next turn of the loop (FairTurns).
     if let turns = t.turns, !turns.mayTake(length, turnSeen: &t.turnSeen, turnBytes: &t.turnBytes, id: t.id) {
         return fetchd_writefunc_pause()
@@ -87,14 +100,13 @@ let transferHeaderCallback: fetchd_data_cb = { data, size, count, user in
 }
 
 let transferReadCallback: fetchd_data_cb = { buffer, size, count, user in
-    let t = transfer(user)
-    guard let file = t.uploadFile else { return Int(fetchd_readfunc_abort()) }
-    return file.read(into: buffer, size * count)
+    guard let body = transfer(user).bodySource else { return Int(fetchd_readfunc_abort()) }
+    return body.read(into: buffer, size * count)
 }
 
 let transferSeekCallback: fetchd_seek_cb = { user, offset, origin in
-    guard let file = transfer(user).uploadFile else { return fetchd_seekfunc_fail() }
-    return file.seek(to: offset, origin: origin)
+    guard let body = transfer(user).bodySource else { return fetchd_seekfunc_fail() }
+    return body.seek(to: offset, origin: origin)
 }
 
 /// Reports progress at most every `progressIntervalNanos`; the final report is sent by the

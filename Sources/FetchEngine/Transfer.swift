@@ -37,6 +37,12 @@ final class Transfer: @unchecked Sendable {
     let mimeFiles: [UploadFile]
     /// A download's file writer, opened by the caller.
     let downloadSink: DownloadSink?
+    /// The bandwidth caps (`TransferThrottle`); nil for a transfer without any.
+    let throttle: TransferThrottle?
+    /// An in-memory body read through the send caps (an uncapped one is handed to libcurl whole).
+    private var uploadBytes: UploadBytes?
+    /// A capped multipart body's in-memory parts, read through the send caps (they outlive `mime`).
+    private var mimeBytes: [UploadBytes] = []
     private var mime: OpaquePointer?
     /// Hops for HTTP logs, when the request records them.
     let recorder: ExchangeRecorder?
@@ -54,7 +60,11 @@ final class Transfer: @unchecked Sendable {
          downloadSink: DownloadSink? = nil,
          onProgress: (@Sendable (TransferProgress) -> Void)?, completion: @escaping Completion) {
         self.id = id
+        let throttle = TransferThrottle(id: id, request: request)
+        self.throttle = throttle
         self.request = request
+        uploadFile?.throttle = throttle
+        for file in mimeFiles { file.throttle = throttle }
         self.uploadFile = uploadFile
         self.mimeFiles = mimeFiles
         self.downloadSink = downloadSink
@@ -117,6 +127,8 @@ final class Transfer: @unchecked Sendable {
             // answers its allocation would cost more than the transfer.
             setLong(CURLOPT_BUFFERSIZE, settings.receiveBufferBytes)
         }
+        // Capped: libcurl reads at most a burst from the socket ahead of the caps.
+        if let buffer = throttle?.receiveBufferBytes { setLong(CURLOPT_BUFFERSIZE, buffer) }
 
         fetchd_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me)
         fetchd_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me)
@@ -190,8 +202,8 @@ final class Transfer: @unchecked Sendable {
             setLong(CURLOPT_SSL_VERIFYPEER, 0)
             setLong(CURLOPT_SSL_VERIFYHOST, 0)
         }
-        if let cap = options.maxRecvBytesPerSecond { fetchd_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(cap)) }
-        if let cap = options.maxSendBytesPerSecond { fetchd_easy_setopt_off(easy, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(cap)) }
+        // maxRecvBytesPerSecond and maxSendBytesPerSecond: held by `throttle`, not by
+        // libcurl's caps, which hold only an average.
         // "No proxy" is the baseline's (EngineSettings).
         if let proxy = options.proxy { fetchd_easy_setopt_str(easy, CURLOPT_PROXY, proxy) }
         if let noProxy = options.noProxy { fetchd_easy_setopt_str(easy, CURLOPT_NOPROXY, noProxy) }
@@ -226,27 +238,42 @@ final class Transfer: @unchecked Sendable {
         case .bytes(let bytes):
             setLong(CURLOPT_POST, 1)
             fetchd_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count))
-            bytes.withUnsafeBytes { buffer in
-                // COPYPOSTFIELDS copies, so the handle never points into Swift memory.
-                _ = fetchd_easy_setopt_ptr(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
+            if let throttle, !throttle.send.isEmpty {
+                // Capped: read out through the caps, as a file is.
+                uploadBytes = UploadBytes(bytes, throttle: throttle)
+                setReadCallbacks(easy, me: me)
+            } else {
+                bytes.withUnsafeBytes { buffer in
+                    // COPYPOSTFIELDS copies, so the handle never points into Swift memory.
+                    _ = fetchd_easy_setopt_ptr(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
+                }
             }
             if method != "POST" { fetchd_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method) }
         case .multipart(let form):
             setLong(CURLOPT_UPLOAD_BUFFERSIZE, Self.uploadBufferBytes)
-            mime = form.makeMime(for: easy, files: mimeFiles)
+            mime = form.makeMime(for: easy, files: mimeFiles, throttle: throttle?.send.isEmpty == false ? throttle : nil,
+                                 keeping: &mimeBytes)
             fetchd_easy_setopt_ptr(easy, CURLOPT_MIMEPOST, UnsafeMutableRawPointer(mime))
             if method != "POST" { fetchd_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method) }
         case .file, .fileRange:
             setLong(CURLOPT_UPLOAD_BUFFERSIZE, Self.uploadBufferBytes)
             setLong(CURLOPT_POST, 1)
             fetchd_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(uploadFile?.length ?? 0))
-            fetchd_easy_setopt_data_cb(easy, CURLOPT_READFUNCTION, transferReadCallback)
-            fetchd_easy_setopt_ptr(easy, CURLOPT_READDATA, me)
-            fetchd_easy_setopt_seek_cb(easy, transferSeekCallback)
-            fetchd_easy_setopt_ptr(easy, CURLOPT_SEEKDATA, me)
+            setReadCallbacks(easy, me: me)
             if method != "POST" { fetchd_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method) }
         }
     }
+
+    /// The body is read (and rewound) through this transfer's callbacks.
+    private func setReadCallbacks(_ easy: UnsafeMutableRawPointer, me: UnsafeMutableRawPointer) {
+        fetchd_easy_setopt_data_cb(easy, CURLOPT_READFUNCTION, transferReadCallback)
+        fetchd_easy_setopt_ptr(easy, CURLOPT_READDATA, me)
+        fetchd_easy_setopt_seek_cb(easy, transferSeekCallback)
+        fetchd_easy_setopt_ptr(easy, CURLOPT_SEEKDATA, me)
+    }
+
+    /// The body's reader, for the read and seek callbacks.
+    var bodySource: (any UploadSource)? { uploadFile ?? uploadBytes }
 
     /// Bodies read from files go out in blocks this large (libcurl's default is 64 KiB):
     /// fewer reads and sends per byte.
@@ -366,7 +393,7 @@ final class Transfer: @unchecked Sendable {
 }
 
 /// A request body file (or a range of one), opened before the transfer is queued.
-final class UploadFile: @unchecked Sendable {
+final class UploadFile: UploadSource, @unchecked Sendable {
     let descriptor: Int32
     let size: Int64
     /// Where the body starts in the file, and how long it is.
@@ -374,6 +401,8 @@ final class UploadFile: @unchecked Sendable {
     let length: Int64
     /// Bytes of the body not read yet.
     var remaining: Int64
+    /// The transfer's send caps, when it has any.
+    var throttle: TransferThrottle?
 
     convenience init?(for body: RequestBody) throws(TransferFileError) {
         switch body {
@@ -401,9 +430,15 @@ final class UploadFile: @unchecked Sendable {
         }
     }
 
-    /// libcurl's read callback: up to `capacity` bytes of the body (engine thread).
+    /// libcurl's read callback: up to `capacity` bytes of the body (engine thread), as the
+    /// send caps allow.
     func read(into buffer: UnsafeMutablePointer<CChar>?, _ capacity: Int) -> Int {
         guard let buffer else { return Int(fetchd_readfunc_abort()) }
+        guard let throttle else { return read(buffer, capacity) }
+        return throttle.read(capacity, remaining: remaining) { read(buffer, $0) }
+    }
+
+    private func read(_ buffer: UnsafeMutablePointer<CChar>, _ capacity: Int) -> Int {
         let wanted = min(capacity, Int(clamping: remaining))
         guard wanted > 0 else { return 0 }
         let n = Glibc.read(descriptor, buffer, wanted)

@@ -1,0 +1,181 @@
+"""Limits that must hold against the real daemon: a job's bandwidth caps over every second of
+its transfer, a stale-while-revalidate revalidation waiting for its host's limits, the metrics
+listener serving scrapes while other connections idle or drip, and Redis ACL users in --redis."""
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from harness import Daemon, DaemonTestCase, wait_for
+from jobhelpers import collect, key, send_request
+
+
+def max_in_window(points, seconds=1.0):
+    """points: [(time, cumulative bytes)] in time order. The most bytes between two points at
+    most `seconds` apart."""
+    best = 0
+    j = 0
+    for i in range(len(points)):
+        while points[i][0] - points[j][0] > seconds:
+            j += 1
+        best = max(best, points[i][1] - points[j][1])
+    return best
+
+
+class SinkServer:
+    """An HTTP server on loopback that reads each request's body as it arrives and answers
+    with when each piece came: {"bytes": n, "arrivals": [[seconds since the headers, bytes so far]]}."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn):
+        with conn:
+            conn.settimeout(60)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                head += chunk
+            head, rest = head.split(b"\r\n\r\n", 1)
+            t0 = time.monotonic()
+            headers = {}
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                headers[name.strip().lower().decode()] = value.strip().decode()
+            length = int(headers.get("content-length", "0"))
+            got = len(rest)
+            arrivals = [[0.0, got]]
+            while got < length:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                got += len(chunk)
+                arrivals.append([time.monotonic() - t0, got])
+            body = json.dumps({"bytes": got, "arrivals": arrivals}).encode()
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                         b"Connection: close\r\n\r\n%s" % (len(body), body))
+
+    def close(self):
+        self.sock.close()
+
+
+class TestBandwidthCaps(DaemonTestCase):
+    """maxRecvBytesPerSecond / maxSendBytesPerSecond: 600 kB under 200,000 B/s takes about 3 s
+    and no second of it carries much more than the cap (libcurl's own cap let such a body
+    through in a quarter of a second)."""
+
+    CAP = 200_000
+    SIZE = 600_000
+    # A burst of a tenth of a second may go at once; a second then carries at most 1.1x the
+    # cap, and the client's view (progress every 100 ms) adds a little.
+    WINDOW_LIMIT = 1.25
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.sink = SinkServer()
+        cls.tmp = tempfile.mkdtemp(prefix="fetchd-caps-")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sink.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        super().tearDownClass()
+
+    def received_over_time(self, method, params):
+        """Runs the job with progress; (seconds it took, [(t, receivedBytes)]) seen by the client."""
+        job = key("cap")
+        t0 = time.monotonic()
+        rid = send_request(self.c, method, dict(params, progress=True, jobId=job))
+        got = collect(self.c, rid, timeout=60)
+        self.assertIn("result", got.answer, got.answer)
+        points = [(0.0, 0)] + [(t - t0, p["receivedBytes"]) for t, p in got.of("progress", job)]
+        return got.answer_time - t0, points, got.answer["result"]
+
+    def assertHeld(self, took, points, what):
+        most = max_in_window(points)
+        self.assertGreaterEqual(took, 2.8, f"{what}: {self.SIZE} bytes at {self.CAP} B/s took {took:.2f} s")
+        self.assertLessEqual(most, self.CAP * self.WINDOW_LIMIT,
+                             f"{what}: {most} bytes within one second under a cap of {self.CAP}: {points}")
+
+    def test_fetch_receive_cap(self):
+        took, points, r = self.received_over_time("fetch", {
+            "url": f"{self.srv.test_url}/bytes/{self.SIZE}", "maxRecvBytesPerSecond": self.CAP,
+            "responseBody": "none"})
+        self.assertEqual((r["status"], r["bytes"]), (200, self.SIZE))
+        self.assertHeld(took, points, "fetch")
+
+    def test_download_receive_cap_from_nginx(self):
+        path = os.path.join(self.tmp, "capped.bin")
+        with open(os.path.join(self.srv.static_dir, "capped-600k.bin"), "wb") as f:
+            f.write(os.urandom(self.SIZE))
+        took, points, r = self.received_over_time("download", {
+            "url": f"{self.srv.nginx_url}/capped-600k.bin", "path": path, "maxRecvBytesPerSecond": self.CAP})
+        self.assertEqual(r["status"], 200, r)
+        self.assertEqual(os.path.getsize(path), self.SIZE)
+        self.assertHeld(took, points, "download")
+
+    def sent_over_time(self, method, params):
+        t0 = time.monotonic()
+        r = self.c.call(method, dict(params, url=self.sink.url + "/", retry=False), timeout=60)
+        took = time.monotonic() - t0
+        seen = json.loads(r["body"])
+        return took, [tuple(p) for p in seen["arrivals"]], seen["bytes"]
+
+    def test_fetch_send_cap(self):
+        body = os.urandom(self.SIZE)
+        took, points, n = self.sent_over_time("fetch", {
+            "bodyBase64": base64.b64encode(body).decode(), "maxSendBytesPerSecond": self.CAP})
+        self.assertEqual(n, self.SIZE)
+        self.assertHeld(took, points, "fetch body")
+
+    def test_upload_file_send_cap(self):
+        path = os.path.join(self.tmp, "up.bin")
+        with open(path, "wb") as f:
+            f.write(os.urandom(self.SIZE))
+        took, points, n = self.sent_over_time("fetch", {"bodyFile": path, "maxSendBytesPerSecond": self.CAP})
+        self.assertEqual(n, self.SIZE)
+        self.assertHeld(took, points, "bodyFile")
+
+    def test_multipart_send_cap(self):
+        path = os.path.join(self.tmp, "part.bin")
+        with open(path, "wb") as f:
+            f.write(os.urandom(self.SIZE // 2))
+        inline = base64.b64encode(os.urandom(self.SIZE // 2)).decode()
+        took, points, n = self.sent_over_time("upload", {
+            "files": [{"path": path}, {"contentBase64": inline, "filename": "b.bin"}],
+            "maxSendBytesPerSecond": self.CAP})
+        self.assertGreater(n, self.SIZE)  # the parts' headers and boundaries too
+        self.assertHeld(took, points, "multipart")
+
+    def test_uncapped_is_not_slowed(self):
+        t0 = time.monotonic()
+        r = self.c.call("fetch", {"url": f"{self.srv.test_url}/bytes/{self.SIZE}", "responseBody": "none"})
+        self.assertEqual(r["bytes"], self.SIZE)
+        self.assertLess(time.monotonic() - t0, 2.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
