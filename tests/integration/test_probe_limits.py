@@ -14,6 +14,7 @@ import unittest
 
 from harness import Daemon, DaemonTestCase, wait_for
 from jobhelpers import collect, key, send_request
+from test_metrics import free_port
 
 
 def max_in_window(points, seconds=1.0):
@@ -175,6 +176,100 @@ class TestBandwidthCaps(DaemonTestCase):
         r = self.c.call("fetch", {"url": f"{self.srv.test_url}/bytes/{self.SIZE}", "responseBody": "none"})
         self.assertEqual(r["bytes"], self.SIZE)
         self.assertLess(time.monotonic() - t0, 2.0)
+
+
+METRICS_PORT = free_port()
+
+
+class TestMetricsListener(DaemonTestCase):
+    """--metrics-listen serves scrapes while other connections idle or drip bytes: 3 idle TCP
+    connections delayed a scrape to 15.4 s, and one client sending a byte every 0.5 s blocked
+    scrapes for over 20 s, when scrapes were served one at a time."""
+
+    DAEMON_ARGS = ("--metrics-listen", f"127.0.0.1:{METRICS_PORT}")
+
+    def setUp(self):
+        super().setUp()
+        self.socks = []
+        self.stop_drip = threading.Event()
+
+    def tearDown(self):
+        self.stop_drip.set()
+        for s in self.socks:
+            s.close()
+        super().tearDown()
+
+    def connect(self):
+        s = socket.create_connection(("127.0.0.1", METRICS_PORT), timeout=10)
+        self.socks.append(s)
+        return s
+
+    def scrape_seconds(self):
+        t0 = time.monotonic()
+        s = socket.create_connection(("127.0.0.1", METRICS_PORT), timeout=10)
+        with s:
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            got = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+        took = time.monotonic() - t0
+        self.assertTrue(got.startswith(b"HTTP/1.1 200 OK"), got[:200])
+        self.assertIn(b"fetchd_build_info", got)
+        return took
+
+    def drip(self, s):
+        """A request line sent one byte every 0.5 s, never finished."""
+        line = b"GET /metrics HTTP/1.1\r\nX-Slow: " + b"a" * 1000
+        try:
+            for b in line:
+                if self.stop_drip.wait(0.5):
+                    return
+                s.send(bytes([b]))
+        except OSError:
+            pass
+
+    def closed_after(self, s, timeout):
+        """Seconds until the daemon closes s (reading whatever it sends), or None."""
+        t0 = time.monotonic()
+        s.settimeout(timeout)
+        try:
+            while s.recv(4096):
+                pass
+        except socket.timeout:
+            return None
+        except OSError:
+            pass
+        return time.monotonic() - t0
+
+    def test_idle_and_dripping_connections_do_not_delay_a_scrape(self):
+        started = time.monotonic()
+        idle = [self.connect() for _ in range(3)]
+        dripping = self.connect()
+        threading.Thread(target=self.drip, args=(dripping,), daemon=True).start()
+        time.sleep(0.3)
+        for _ in range(3):
+            took = self.scrape_seconds()
+            self.assertLess(took, 1.0, f"a scrape took {took:.2f} s beside 3 idle connections and a dripping one")
+        # Every connection has 5 s in all, however its bytes come: the idle ones and the
+        # dripping one are closed then, not kept open by the drip.
+        for s in idle + [dripping]:
+            after = self.closed_after(s, timeout=10)
+            self.assertIsNotNone(after, "a connection that never finished its request was never closed")
+        self.assertLess(time.monotonic() - started, 8.0, "closed about 5 s after they were opened")
+
+    def test_more_connections_than_the_bound(self):
+        for _ in range(40):
+            self.connect()
+        time.sleep(0.3)
+        took = self.scrape_seconds()
+        self.assertLess(took, 1.0, f"a scrape took {took:.2f} s beside 40 idle connections")
+        # The daemon keeps at most its bound open: the oldest were closed to make room.
+        closed = sum(1 for s in self.socks[:20] if self.closed_after(s, timeout=0.5) is not None)
+        self.assertGreaterEqual(closed, 20, "idle connections past the bound were not closed")
+        self.assertAlive()
 
 
 if __name__ == "__main__":
