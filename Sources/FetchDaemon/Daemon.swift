@@ -19,6 +19,8 @@ public final class Daemon: Sendable {
     private let credentials: CredentialStore
     private let durable: DurableStore
     private let metricsListener: MetricsListener?
+    /// The HTTP cache, whose background revalidations stop with the daemon.
+    private let cache: HTTPCache?
     private let systemd: Systemd
     /// Dispatch sources are thread-safe; resumed once in start, cancelled once in shutdown.
     private nonisolated(unsafe) let watchdogTimer: (any DispatchSourceTimer)?
@@ -98,6 +100,7 @@ public final class Daemon: Sendable {
         self.durable = durable
         let cache = try HTTPCache.open(options: options, environment: environment, blocking: blocking, engine: engine,
                                        gate: HostGate(admission: admission, shared: shared), log: log, httpLog: httpLog)
+        self.cache = cache
         let jobs = JobRegistry(services: JobServices(
             engine: engine, admission: admission, credentials: credentials, httpLog: httpLog, log: log,
             answers: Self.answerThread(smallRequestThreads: options.engineThreads, cork: cork),
@@ -267,6 +270,9 @@ public final class Daemon: Sendable {
         server.stopListening()
         metricsListener?.stop()
         jobs.beginShutdown()
+        if let stopped = cache?.stopBackground(), stopped > 0 {
+            log.info("stopping: \(stopped) background revalidation(s) cancelled")
+        }
         waitUntil(seconds: running.withLock { $0.shutdownGraceSeconds }) { self.jobs.liveCount == 0 }
         jobs.cancelAll(by: .shutdown)
         waitUntil(seconds: 5) { self.jobs.liveCount == 0 && self.server.allDrained }

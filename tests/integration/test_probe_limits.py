@@ -272,5 +272,79 @@ class TestMetricsListener(DaemonTestCase):
         self.assertAlive()
 
 
+class TestBackgroundRevalidationLimits(unittest.TestCase):
+    """A stale-while-revalidate revalidation is a request to the host like any other: it
+    waits for the host's requestsPerSecond and maxConcurrent, and a daemon that stops cancels
+    it instead of sending it on its way out."""
+
+    def setUp(self):
+        from harness import servers
+        self.srv = servers()
+        self.base = tempfile.mkdtemp(prefix="fetchd-swr-")
+        self.daemon = Daemon("--cache-dir", os.path.join(self.base, "cache"), "--verbose",
+                             "--shutdown-grace", "0.5").start()
+        self.c = self.daemon.client()
+
+    def tearDown(self):
+        self.c.close()
+        self.daemon.close()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def host(self, name):
+        """A host name of this test's own (its own limits), resolved to the test server."""
+        return f"{name}.example:{self.srv.test_port}", {f"{name}.example:{self.srv.test_port}": "127.0.0.1"}
+
+    def stale_url(self, host, k):
+        from test_cache import origin
+        # Stored already stale (Age 5 > max-age 1), within stale-while-revalidate.
+        return origin(k, cc="max-age=1, stale-while-revalidate=600", age="5", etag="E",
+                      **{"304-cc": "max-age=600"}).replace(f"127.0.0.1:{self.srv.test_port}", host)
+
+    def host_state(self, host):
+        return next((h for h in self.c.call("getRateLimits")["hosts"] if h["host"] == f"http://{host}"),
+                    {"running": 0, "queued": 0})
+
+    def test_revalidation_waits_for_the_request_rate(self):
+        from test_cache import origin_count, origin_log
+        host, resolve = self.host(key("swr-rps"))
+        # One request every 2 s: the stored answer's request takes the token.
+        self.c.call("setRateLimit", {"host": host.split(":")[0], "requestsPerSecond": 0.5, "burst": 1})
+        k = key("swr-rps")
+        url = self.stale_url(host, k)
+        t0 = time.monotonic()
+        self.assertEqual(self.c.call("fetch", {"url": url, "resolve": resolve})["cache"], "miss")
+        wait_for(lambda: self.c.call("getCacheStats")["entries"] >= 1, message="the answer stored")
+        # Served stale at once; the revalidation waits for the next token, about 2 s after the first.
+        self.assertEqual(self.c.call("fetch", {"url": url, "resolve": resolve})["cache"], "stale")
+        wait_for(lambda: self.host_state(host)["queued"] == 1, message="the revalidation in the host's queue")
+        self.assertEqual(origin_count(k), 1)
+        wait_for(lambda: origin_count(k) == 2, timeout=10, message="the revalidation once a token came")
+        waited = time.monotonic() - t0
+        self.assertGreater(waited, 1.7, "the revalidation went before the host's rate allowed it")
+        self.assertEqual(origin_log(k)["requests"][1]["ifNoneMatch"], '"E"')
+
+    def test_revalidation_waiting_for_a_slot_is_cancelled_at_shutdown(self):
+        from test_cache import origin_count
+        host, resolve = self.host(key("swr-stop"))
+        self.c.call("setRateLimit", {"host": host.split(":")[0], "maxConcurrent": 1})
+        k = key("swr-stop")
+        url = self.stale_url(host, k)
+        self.assertEqual(self.c.call("fetch", {"url": url, "resolve": resolve})["cache"], "miss")
+        wait_for(lambda: self.c.call("getCacheStats")["entries"] >= 1, message="the answer stored")
+        holder = self.daemon.client()
+        send_request(holder, "fetch", {"url": f"http://{host}/slow-headers?ms=20000", "resolve": resolve,
+                                       "retry": False, "cache": "no-store"})
+        wait_for(lambda: self.host_state(host)["running"] == 1, message="the slot held")
+        self.assertEqual(self.c.call("fetch", {"url": url, "resolve": resolve})["cache"], "stale")
+        wait_for(lambda: self.host_state(host)["queued"] == 1, message="the revalidation waiting for the slot")
+        # The daemon stops: the holder is cancelled after the grace period, which frees the
+        # slot, and the revalidation must not be sent then.
+        self.daemon.stop()
+        holder.close()
+        time.sleep(0.5)
+        self.assertEqual(origin_count(k), 1, "a background revalidation was sent while the daemon stopped")
+        self.assertIn("1 background revalidation(s) cancelled", self.daemon.stderr_text())
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -22,10 +22,19 @@ final class HTTPCache: Sendable {
     private let counters = Locked(Counters())
     private let inFlight = Locked<[String: Flight]>([:])
     private let revalidating = Locked<Set<Int64>>([])
+    private let background = Locked(Background())
     private let transferIDs = Atomic<UInt64>(3 << 61)
     /// Counts the stores that have finished writing: a lookup that missed compares it with
     /// what it read before looking, so a store finishing in between is not missed (`lead`).
     private let storesFinished = Atomic<UInt64>(0)
+
+    /// The background revalidations, waiting for their host or running, so that a shutdown
+    /// cancels them (`stopBackground`) and none starts once it has begun.
+    private struct Background {
+        var stopping = false
+        var waiting: [UInt64: HostScheduler.Ticket] = [:]
+        var running: Set<UInt64> = []
+    }
 
     struct Counters: Sendable {
         var hits = 0, misses = 0, revalidated = 0, stale = 0, collapsed = 0, bypassed = 0
@@ -226,13 +235,40 @@ final class HTTPCache: Sendable {
         conditional.recordsExchange = false
         conditional.destination = .memory
         let ticket = HostScheduler.Ticket(id: transferIDs.add(1, ordering: .relaxed).newValue, host: host, priority: priority)
+        guard background.withLock({ b in
+            if !b.stopping { b.waiting[ticket.id] = ticket }
+            return !b.stopping
+        }) else {
+            _ = revalidating.withLock { $0.remove(entry.id) }
+            return
+        }
         gate.admit(ticket) { [self, conditional] admitted in
-            guard admitted else {
+            // Admitted as the daemon stops: the slot goes back and nothing is sent.
+            let goes = background.withLock { b in
+                b.waiting[ticket.id] = nil
+                if admitted && !b.stopping { b.running.insert(ticket.id) }
+                return admitted && !b.stopping
+            }
+            guard goes else {
+                if admitted { gate.finished(ticket) }
                 _ = revalidating.withLock { $0.remove(entry.id) }
                 return
             }
             revalidate(entry, conditional, varyKey: varyKey, ticket: ticket, maxPause: maxPause)
         }
+    }
+
+    /// The daemon stops: no background revalidation starts from now on, those waiting for
+    /// their host leave its queue, and those running are cancelled. Returns how many there were.
+    @discardableResult
+    func stopBackground() -> Int {
+        let (waiting, running) = background.withLock { b in
+            b.stopping = true
+            return (Array(b.waiting.values), Array(b.running))
+        }
+        for ticket in waiting { gate.cancel(ticket) }
+        for id in running { engine.cancel(id) }
+        return waiting.count + running.count
     }
 
     /// The revalidation, once its host has taken it.
@@ -243,6 +279,7 @@ final class HTTPCache: Sendable {
         do {
             try engine.start(conditional, id: ticket.id) { [self] outcome in
                 let receivedAt = now()
+                _ = background.withLock { $0.running.remove(ticket.id) }
                 gate.finished(ticket)
                 if case .success(let response) = outcome,
                    let pause = gate.pauseForRetryAfter(response.status, response.headers, host: ticket.host,
@@ -268,6 +305,7 @@ final class HTTPCache: Sendable {
                 }
             }
         } catch {
+            _ = background.withLock { $0.running.remove(ticket.id) }
             gate.finished(ticket)
             _ = revalidating.withLock { $0.remove(entry.id) }
         }

@@ -27,6 +27,15 @@ struct HostGate: Sendable {
         }
     }
 
+    /// Takes a request that still waits for its host out of the queue (locally or in the
+    /// shared one); `admit`'s callback then gets `false`. False when it was not waiting (it was
+    /// admitted meanwhile: the caller then gives the slot back with `finished`).
+    @discardableResult
+    func cancel(_ ticket: HostScheduler.Ticket) -> Bool {
+        if let shared, shared.cancel(ticket, error: CancellationError()) { return true }
+        return admission.cancel(ticket, error: CancellationError())
+    }
+
     /// The admitted request ended: its host may take another. True when it was admitted
     /// through Redis (its host's limit is shared).
     @discardableResult
