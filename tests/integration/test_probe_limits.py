@@ -346,5 +346,95 @@ class TestBackgroundRevalidationLimits(unittest.TestCase):
         self.assertIn("1 background revalidation(s) cancelled", self.daemon.stderr_text())
 
 
+@unittest.skipIf(shutil.which("redis-server") is None, "redis-server is not installed (make deps installs it)")
+class TestRedisACLUser(unittest.TestCase):
+    """--redis redis://user:password@host authenticates as that ACL user (AUTH user password),
+    as redis-cli does; a password alone is the default user's. The user name was ignored."""
+
+    USER, PASSWORD, DEFAULT_PASSWORD = "fetchd-acl", "acl-s3cret-pw", "default-s3cret-pw"
+
+    def setUp(self):
+        from test_redis import RedisServer
+        self.redis = RedisServer().start()
+        self.daemons = []
+        # An ACL user of its own, and the default user with another password: only
+        # AUTH fetchd-acl acl-s3cret-pw gets in as that user.
+        # Kept to the daemon's own keys and channels, as docs/rate-limits.md shows.
+        self.assertEqual(self.redis.command("ACL", "SETUSER", self.USER, "on", ">" + self.PASSWORD,
+                                            "~fetchd:*", "&fetchd:*", "+@all"), b"+OK\r\n")
+        self.assertEqual(self.redis.command("CONFIG", "SET", "requirepass", self.DEFAULT_PASSWORD), b"+OK\r\n")
+
+    def tearDown(self):
+        for d in self.daemons:
+            d.close()
+        self.redis.close()
+
+    def daemon(self, url):
+        d = Daemon("--redis", url, "--verbose").start()
+        self.daemons.append(d)
+        return d
+
+    def redis_status(self, d):
+        with d.client() as c:
+            return c.call("getStatus")["redis"]
+
+    def url(self, user, password):
+        return f"redis://{user}:{password}@127.0.0.1:{self.redis.port}/0"
+
+    def test_acl_user_is_used(self):
+        d = self.daemon(self.url(self.USER, self.PASSWORD))
+        wait_for(lambda: self.redis_status(d) == "up", timeout=10, message="the daemon did not log in as the ACL user")
+        with d.client() as c:
+            self.assertTrue(c.call("setRateLimit", {"host": "127.0.0.1", "shared": True, "requestsPerSecond": 50})["shared"])
+            entry = next(e for e in c.call("getRateLimits")["limits"] if e["host"] == "127.0.0.1")
+            self.assertEqual(entry["backend"], "redis")
+            self.assertEqual(c.call("fetch", {"url": self.srv_url() + "/echo"})["status"], 200)
+        # The admission ran in Redis, as that user: its keys are there.
+        keys = self.redis_command_as_default("KEYS", "fetchd:*")
+        self.assertIn(b"fetchd:", keys)
+        self.assertIn(f"redis://{self.USER}:", d.stderr_text())  # the user shown, its password not
+        self.assertNotIn(self.PASSWORD, d.stderr_text())
+        self.assertNotIn(" error: ", d.stderr_text())  # no NOPERM: its keys and channels suffice
+
+    def test_password_alone_is_the_default_user(self):
+        d = self.daemon(f"redis://:{self.DEFAULT_PASSWORD}@127.0.0.1:{self.redis.port}/0")
+        wait_for(lambda: self.redis_status(d) == "up", timeout=10, message="AUTH with the password alone")
+        self.assertNotIn(self.DEFAULT_PASSWORD, d.stderr_text())
+
+    def test_wrong_password_is_down_and_never_logged(self):
+        d = self.daemon(self.url(self.USER, "wrong-pw-1234"))
+        time.sleep(2)
+        self.assertEqual(self.redis_status(d), "down")
+        log = wait_for(lambda: "refused" in d.stderr_text() and d.stderr_text(), timeout=10)
+        self.assertIn(f"Redis refused user {self.USER} and its password", log)
+        self.assertNotIn("wrong-pw-1234", log)
+        # Shared limits fall back to the local share: requests are still served.
+        with d.client() as c:
+            c.call("setRateLimit", {"host": "127.0.0.1", "shared": True, "requestsPerSecond": 50})
+            self.assertEqual(c.call("fetch", {"url": self.srv_url() + "/echo"})["status"], 200)
+
+    def srv_url(self):
+        from harness import servers
+        return servers().test_url
+
+    def redis_command_as_default(self, *words):
+        """A command after AUTH with the default user's password, on one connection."""
+        def encode(ws):
+            return b"*%d\r\n" % len(ws) + b"".join(b"$%d\r\n%s\r\n" % (len(w.encode()), w.encode()) for w in ws)
+        with socket.create_connection(("127.0.0.1", self.redis.port), timeout=2) as s:
+            s.sendall(encode(["AUTH", self.DEFAULT_PASSWORD]) + encode(list(words)))
+            got = b""
+            s.settimeout(0.5)
+            try:
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    got += chunk
+            except socket.timeout:
+                pass
+            return got
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -49,10 +49,10 @@ final class RedisConnection {
         }
         if case .tcp = url.endpoint { _ = redisEnableKeepAlive(made) }
         _ = redisSetTimeout(made, tv)  // the setup below is bounded either way
-        if let password = url.password {
-            if case .error(let message) = try command(["AUTH", password]) {
-                throw RedisUnavailable(description: "Redis refused the password: \(message)")
-            }
+        if let auth = url.authCommand, case .error(let message) = try command(auth) {
+            // Redis's own words (WRONGPASS...) name neither the user nor the password.
+            let who = url.user.map { "user \($0) and its password" } ?? "the password"
+            throw RedisUnavailable(description: "Redis refused \(who): \(message)")
         }
         if url.database != 0, case .error(let message) = try command(["SELECT", String(url.database)]) {
             throw RedisUnavailable(description: "Redis refused database \(url.database): \(message)")

@@ -1,8 +1,10 @@
 import FoundationEssentials
 
-/// `--redis URL`: `redis://[:password@]host[:port][/db]` or `unix:///path[?db=N&password=P]`
-/// (a user name before the colon is accepted and ignored: Redis 5 has none). The password is
-/// kept for AUTH and never printed: `description` leaves it out.
+/// `--redis URL`: `redis://[[user]:password@]host[:port][/db]` or
+/// `unix:///path[?db=N&user=U&password=P]`, read as redis-cli reads them: a user name (an ACL
+/// user, Redis 6 and later) is sent with the password (`AUTH user password`); a password alone,
+/// or one after an empty user name, goes alone (`AUTH password`: the `default` user). The
+/// password is kept for AUTH and never printed: `description` leaves it out.
 struct RedisURL: Sendable, Equatable, CustomStringConvertible {
     enum Endpoint: Sendable, Equatable {
         case tcp(host: String, port: Int)
@@ -11,6 +13,8 @@ struct RedisURL: Sendable, Equatable, CustomStringConvertible {
 
     let endpoint: Endpoint
     let database: Int
+    /// The ACL user to authenticate as; nil: the `default` user (AUTH with the password alone).
+    let user: String?
     let password: String?
 
     struct Invalid: Error, CustomStringConvertible {
@@ -24,6 +28,7 @@ struct RedisURL: Sendable, Equatable, CustomStringConvertible {
             let path = String(parts[0])
             guard path.hasPrefix("/") else { throw Invalid(description: "--redis unix:// needs an absolute path, as unix:///run/redis.sock") }
             var database = 0
+            var user: String? = nil
             var password: String? = nil
             if parts.count == 2 {
                 for pair in parts[1].split(separator: "&") {
@@ -33,21 +38,24 @@ struct RedisURL: Sendable, Equatable, CustomStringConvertible {
                     case "db":
                         guard let n = Int(kv[1]), n >= 0 else { throw Invalid(description: "--redis: db must be a whole number") }
                         database = n
+                    case "user": user = Self.percentDecoded(kv[1])
                     case "password": password = Self.percentDecoded(kv[1])
-                    default: throw Invalid(description: "--redis: unknown setting \(kv[0]) (db, password)")
+                    default: throw Invalid(description: "--redis: unknown setting \(kv[0]) (db, user, password)")
                     }
                 }
             }
-            self.init(endpoint: .unix(path: path), database: database, password: password)
+            self.init(endpoint: .unix(path: path), database: database, user: user, password: password)
             return
         }
         guard text.hasPrefix("redis://") else { throw Invalid(description: "--redis takes redis://host:port/db or unix:///path") }
         var rest = Substring(text.dropFirst("redis://".count))
+        var user: String? = nil
         var password: String? = nil
         if let at = rest.lastIndex(of: "@") {
             let userinfo = rest[..<at]
             rest = rest[rest.index(after: at)...]
             if let colon = userinfo.firstIndex(of: ":") {
+                user = Self.percentDecoded(String(userinfo[..<colon]))
                 password = Self.percentDecoded(String(userinfo[userinfo.index(after: colon)...]))
             } else if !userinfo.isEmpty {
                 password = Self.percentDecoded(String(userinfo))
@@ -77,25 +85,52 @@ struct RedisURL: Sendable, Equatable, CustomStringConvertible {
             host = String(host[..<colon])
         }
         guard !host.isEmpty else { throw Invalid(description: "--redis: no host in the URL") }
-        self.init(endpoint: .tcp(host: host, port: port), database: database, password: password)
+        self.init(endpoint: .tcp(host: host, port: port), database: database, user: user, password: password)
     }
 
-    init(endpoint: Endpoint, database: Int, password: String?) {
+    init(endpoint: Endpoint, database: Int, user: String? = nil, password: String?) {
         self.endpoint = endpoint
         self.database = database
+        // An empty user name is none (redis-cli's `redis://:password@host`).
+        self.user = user?.isEmpty == false ? user : nil
         self.password = password
     }
 
-    /// The URL without its password.
+    /// The AUTH command for this URL, or nil when it gives no password.
+    var authCommand: [String]? {
+        guard let password else { return nil }
+        if let user { return ["AUTH", user, password] }
+        return ["AUTH", password]
+    }
+
+    /// The URL without its password (the user name is shown).
     var description: String {
-        let auth = password == nil ? "" : ":***@"
+        let shownUser = user.map(Self.percentEncoded) ?? ""
+        let auth = password == nil ? (user == nil ? "" : "\(shownUser)@") : "\(shownUser):***@"
         switch endpoint {
         case .tcp(let host, let port):
             let shown = host.contains(":") ? "[\(host)]" : host
             return "redis://\(auth)\(shown):\(port)/\(database)"
         case .unix(let path):
-            return "unix://\(path)" + (database == 0 ? "" : "?db=\(database)") + (password == nil ? "" : " (with a password)")
+            let user = self.user.map { " (user \(Self.percentEncoded($0))" + (password == nil ? ")" : ", with a password)") }
+            return "unix://\(path)" + (database == 0 ? "" : "?db=\(database)")
+                + (user ?? (password == nil ? "" : " (with a password)"))
         }
+    }
+
+    /// A user name as it can be shown in a URL: anything but letters, digits and `-._~` as %XX.
+    private static func percentEncoded(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                out += "%" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
+            }
+        }
+        return out
     }
 
     private static func percentDecoded(_ text: String) -> String {
