@@ -55,6 +55,13 @@ test: unit-test integration-test python-typecheck
 clean:
 	rm -rf .build
 
+# fetchctl, the command-line client: one C program on libfetchd (clients/fetchctl-src), built to
+# FETCHCTL_OUT. The tests run it instead of clients/fetchctl with FETCHCTL=<that path>.
+FETCHCTL_OUT ?= .build/fetchctl-c/fetchctl
+.PHONY: fetchctl
+fetchctl: deps
+	$(MAKE) -C clients/fetchctl-src OUT=$(abspath $(FETCHCTL_OUT))
+
 # mypy on the Python client (settings in clients/python/pyproject.toml). mypy comes from the
 # environment, else is installed from PyPI into .build/mypy-venv once; when neither works the
 # check is skipped and says so.

@@ -32,6 +32,8 @@ import nginx as _nginx  # noqa: E402
 import testserver  # noqa: E402  (det_bytes, GZIP_TEXT, JSON_DOC, ... for expectations)
 
 FETCHD_BIN = os.environ.get("FETCHD_BIN", os.path.join(REPO, ".build", "debug", "fetchd"))
+# The fetchctl the black-box tests run: $FETCHCTL, else the one in clients/.
+FETCHCTL = os.environ.get("FETCHCTL") or os.path.join(REPO, "clients", "fetchctl")
 
 INDEX_HTML = "<!doctype html>\n<html><body><h1>fetchd test index</h1></body></html>\n"
 SMALL_TXT = ("0123456789" * 10)[:99] + "\n"  # 100 bytes

@@ -485,9 +485,8 @@ class TestPythonClient(AuthCase):
 class TestFetchctl(AuthCase):
     def ctl(self, *args, code=0):
         import subprocess
-        fetchctl = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                "clients", "fetchctl")
-        r = subprocess.run([fetchctl, "--socket", self.daemon.socket_path, *args], capture_output=True, timeout=30,
+        from harness import FETCHCTL
+        r = subprocess.run([FETCHCTL, "--socket", self.daemon.socket_path, *args], capture_output=True, timeout=30,
                            stdin=subprocess.DEVNULL)
         self.assertEqual(r.returncode, code, r)
         return r.stdout.decode(), r.stderr.decode()

@@ -19,7 +19,7 @@ import urllib.request
 
 import subprocess
 
-from harness import REPO, Daemon, DaemonTestCase, RPCError, servers, wait_for
+from harness import FETCHCTL, Daemon, DaemonTestCase, RPCError, servers, wait_for
 from jobhelpers import key, send_request
 
 
@@ -619,7 +619,7 @@ class TestHTTPLog(CacheCase):
 
 class TestFetchctl(CacheCase):
     def ctl(self, *args):
-        r = subprocess.run([os.path.join(REPO, "clients", "fetchctl"), "--socket", self.daemon.socket_path, *args],
+        r = subprocess.run([FETCHCTL, "--socket", self.daemon.socket_path, *args],
                            capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
         return r.returncode, r.stdout.decode(), r.stderr.decode()
 

@@ -13,9 +13,8 @@ import time
 import unittest
 from urllib.parse import quote
 
-from harness import HERE, REPO, Daemon, DaemonTestCase, RPCError, header_values, servers, wait_for
+from harness import FETCHCTL, HERE, Daemon, DaemonTestCase, RPCError, header_values, servers, wait_for
 
-FETCHCTL = os.path.join(REPO, "clients", "fetchctl")
 
 
 def raw(set_cookie):
@@ -325,8 +324,7 @@ class TestMethods(CookieCase):
                 self.assertEqual(cm.exception.data["field"], field)
 
 
-@unittest.skipUnless(os.access(FETCHCTL, os.X_OK) and shutil.which("socat") and shutil.which("jq"),
-                     "clients/fetchctl, socat or jq missing")
+@unittest.skipUnless(os.access(FETCHCTL, os.X_OK), f"{FETCHCTL} is missing")
 class TestFetchctlCookies(CookieCase):
     def fetchctl(self, *args):
         p = subprocess.run([FETCHCTL, "--socket", self.daemon.socket_path, *args],

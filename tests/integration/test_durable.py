@@ -14,7 +14,7 @@ import unittest
 import urllib.error
 import urllib.request
 
-from harness import REPO, Daemon, DaemonTestCase, RPCError, closed_port, servers, wait_for
+from harness import FETCHCTL, Daemon, DaemonTestCase, RPCError, closed_port, servers, wait_for
 from jobhelpers import collect, hits, key, send_request
 from test_download import ranged_log
 import testserver
@@ -876,7 +876,6 @@ class TestPythonClient(DurableCase):
         self.assertEqual(got["state"], "finished", got)
 
 
-FETCHCTL = os.path.join(REPO, "clients", "fetchctl")
 
 
 class TestFetchctl(DurableCase):

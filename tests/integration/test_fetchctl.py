@@ -12,9 +12,7 @@ import time
 import unittest
 
 from foreign import IS_ROOT, NOBODY, ForeignListener, clean_env, fallback_daemon, run_as, spare_fallback, taken_fallback
-from harness import REPO, Daemon, DaemonTestCase, big_bin, closed_port, header_values, wait_for, INDEX_HTML, SMALL_TXT
-
-FETCHCTL = os.path.join(REPO, "clients", "fetchctl")
+from harness import FETCHCTL, Daemon, DaemonTestCase, big_bin, closed_port, header_values, wait_for, INDEX_HTML, SMALL_TXT
 
 
 class FetchctlCase(DaemonTestCase):

@@ -7,9 +7,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import REPO, DaemonTestCase
-
-FETCHCTL = os.path.join(REPO, "clients", "fetchctl")
+from harness import FETCHCTL, DaemonTestCase
 # Gauges that count the connections of the moment (the test's, fetchctl's, libcurl's idle ones).
 MOMENTARY = ("fetchd_clients", "http_client_open_connections")
 

@@ -4,9 +4,7 @@ import os
 import subprocess
 import unittest
 
-from harness import REPO, Daemon, servers
-
-FETCHCTL = os.path.join(REPO, "clients", "fetchctl")
+from harness import FETCHCTL, Daemon, servers
 
 
 class TestFetchctlLimits(unittest.TestCase):

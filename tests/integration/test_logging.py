@@ -18,10 +18,9 @@ import time
 import unittest
 from urllib.parse import quote
 
-from harness import REPO, Daemon, DaemonTestCase, RPCError, closed_port, servers, wait_for
+from harness import FETCHCTL, Daemon, DaemonTestCase, RPCError, closed_port, servers, wait_for
 from jobhelpers import collect, job_entry, key, send_request
 
-FETCHCTL = os.path.join(REPO, "clients", "fetchctl")
 ISO_8601 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})$")
 FILE_NAME = re.compile(r"^(\d{8}-\d{6}\.\d{3})-(.+)\.har$")
 REDACTED = "<redacted>"

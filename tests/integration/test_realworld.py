@@ -12,7 +12,7 @@ import tempfile
 import threading
 import unittest
 
-from harness import REPO, DaemonTestCase, RPCError, big_bin, SMALL_TXT
+from harness import FETCHCTL, DaemonTestCase, RPCError, big_bin, SMALL_TXT
 
 
 class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -94,7 +94,7 @@ class TestClientCertificate(DaemonTestCase):
                 # fetchctl's --cacert/--cert/--key as curl's.
                 args = ["-s", "--cacert", server_cert, "--cert", client_cert, "--key", client_key, url]
                 curl = subprocess.run(["curl", *args], capture_output=True, timeout=20)
-                ours = subprocess.run([os.path.join(REPO, "clients", "fetchctl"), "--socket", self.daemon.socket_path,
+                ours = subprocess.run([FETCHCTL, "--socket", self.daemon.socket_path,
                                        "fetch", *args], capture_output=True, timeout=20)
                 self.assertEqual((ours.returncode, ours.stdout), (curl.returncode, curl.stdout), ours.stderr)
                 self.assertEqual(json.loads(ours.stdout), {"client": "fetchd-client"})
@@ -161,7 +161,7 @@ class TestProxy(DaemonTestCase):
             self.assertNotEqual(r["body"], "via proxy")
             self.assertEqual(len(RecordingProxy.seen), 1)
             # fetchctl -x as curl -x: the same line reaches the proxy.
-            for cmd in (["curl"], [os.path.join(REPO, "clients", "fetchctl"), "--socket", self.daemon.socket_path, "fetch"]):
+            for cmd in (["curl"], [FETCHCTL, "--socket", self.daemon.socket_path, "fetch"]):
                 r = subprocess.run(cmd + ["-s", "-x", proxy.replace("http://", ""), url], capture_output=True, timeout=20)
                 self.assertEqual((r.returncode, r.stdout), (0, b"via proxy"), (cmd[0], r.stderr))
             self.assertEqual([x["line"] for x in RecordingProxy.seen[1:]], [f"GET {url} HTTP/1.1"] * 2)
@@ -182,7 +182,6 @@ class TestProxy(DaemonTestCase):
 class TestProxyTunnels(DaemonTestCase):
     """https through an http proxy (CONNECT), and SOCKS5 (the daemon resolves) against
     SOCKS5h (the proxy resolves), with credentials; fetchctl -x as curl -x."""
-    FETCHCTL = os.path.join(REPO, "clients", "fetchctl")
 
     def test_connect_tunnel_to_a_tls_server(self):
         import base64
@@ -201,7 +200,7 @@ class TestProxyTunnels(DaemonTestCase):
             with self.assertRaises(RPCError) as cm:
                 self.c.call("fetch", {"url": url, "proxy": proxy, "retry": False}, timeout=20)
             self.assertEqual((cm.exception.data["kind"], cm.exception.data["curlCode"]), ("tls", 60))
-            for cmd in (["curl"], [self.FETCHCTL, "--socket", self.daemon.socket_path, "fetch"]):
+            for cmd in (["curl"], [FETCHCTL, "--socket", self.daemon.socket_path, "fetch"]):
                 r = subprocess.run(cmd + ["-s", "--cacert", self.srv.ca_file, "-x", proxy, url], capture_output=True, timeout=20)
                 self.assertEqual((r.returncode, r.stdout), (0, SMALL_TXT.encode()), (cmd[0], r.stderr))
             self.assertEqual([x["line"] for x in RecordingProxy.seen[-2:]], [f"CONNECT {target} HTTP/1.1"] * 2)
@@ -231,7 +230,7 @@ class TestProxyTunnels(DaemonTestCase):
             with self.assertRaises(RPCError) as cm:  # wrong password
                 self.c.call("fetch", {"url": url, "proxy": f"socks5h://sox:wrong@127.0.0.1:{socks.port}", "retry": False}, timeout=20)
             self.assertEqual(cm.exception.data["kind"], "proxy", cm.exception.data)
-            for cmd in (["curl"], [self.FETCHCTL, "--socket", self.daemon.socket_path, "fetch"]):
+            for cmd in (["curl"], [FETCHCTL, "--socket", self.daemon.socket_path, "fetch"]):
                 r = subprocess.run(cmd + ["-s", "-x", f"socks5h://sox:s3cret@127.0.0.1:{socks.port}", url], capture_output=True, timeout=20)
                 self.assertEqual(r.returncode, 0, (cmd[0], r.stderr))
                 self.assertEqual(json.loads(r.stdout)["path"], "/echo")

@@ -532,7 +532,8 @@ class TestPythonClientStubs(StubCase):
 
 class TestFetchctlStub(StubCase):
     def fetchctl(self, *args):
-        r = subprocess.run([os.path.join(REPO, "clients", "fetchctl"), "--socket", self.daemon.socket_path, *args],
+        from harness import FETCHCTL
+        r = subprocess.run([FETCHCTL, "--socket", self.daemon.socket_path, *args],
                            capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
         return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
 

@@ -9,9 +9,8 @@ import tempfile
 import time
 import unittest
 
-from harness import REPO, DaemonTestCase, wait_for
+from harness import FETCHCTL, DaemonTestCase, wait_for
 
-FETCHCTL = os.path.join(REPO, "clients", "fetchctl")
 TMUX = shutil.which("tmux")
 
 # A client in its own process, named by its argv: one slow fetch, then it waits to be killed.
