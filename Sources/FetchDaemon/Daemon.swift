@@ -51,6 +51,7 @@ public final class Daemon: Sendable {
             socketPath = SocketPath.resolve(flag: options.socketPath, environment: environment, uid: getuid())
             try SocketPath.prepare(socketPath: socketPath, uid: getuid())
         }
+        try StartupFiles.check(options)
         engine = HTTPEngine(settings: EngineSettings(
             caFile: options.caFile, userAgent: "fetchd/\(FetchdVersion.text)", spinMicroseconds: options.spinMicroseconds,
             smallRequestThreads: options.engineThreads))

@@ -104,8 +104,9 @@ public final class HTTPEngine: Sendable {
         }
     }
 
-    /// Opens the files a transfer needs on the caller's thread, so that a file that cannot
-    /// be used fails before anything is sent and the engine thread never waits on open().
+    /// Opens the files a transfer needs on the caller's thread (TLS files are read whole), so
+    /// that a file that cannot be used fails before anything is sent and the engine thread
+    /// never waits on open().
     private func makeTransfer(
         _ request: consuming HTTPRequest, id: UInt64, onProgress: (@Sendable (TransferProgress) -> Void)?,
         completion: @escaping @Sendable (Result<HTTPResponse, TransferError>) -> Void
@@ -115,11 +116,12 @@ public final class HTTPEngine: Sendable {
         if case .multipart(let form) = request.body {
             for path in form.filePaths { mimeFiles.append(try UploadFile(path: path, offset: 0, length: nil)) }
         }
+        let tlsFiles = try TLSFiles(request.transportIfSet)
         var sink: DownloadSink? = nil
         if case .file(let target) = request.destination {
             sink = try DownloadSink(target: target, hashQueue: DispatchQueue(label: "fetchd.sha256.download", target: hashing))
         }
-        return Transfer(id: id, request: request, uploadFile: upload, mimeFiles: mimeFiles, downloadSink: sink,
+        return Transfer(id: id, request: request, uploadFile: upload, mimeFiles: mimeFiles, downloadSink: sink, tlsFiles: tlsFiles,
                         onProgress: onProgress, completion: completion)
     }
 

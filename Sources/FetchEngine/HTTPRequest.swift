@@ -86,10 +86,11 @@ public struct HTTPRequest: Sendable {
     }
 
     /// Whether the transfer opens files the client named (a body file, a multipart file
-    /// part, a download's part file): those are opened on the starting thread, which must
-    /// then not be the engine thread.
+    /// part, a download's part file, TLS files): those are opened on the starting thread,
+    /// which must then not be the engine thread.
     public var usesLocalFiles: Bool {
         if case .file = destination { return true }
+        if let transport = transportIfSet, transport.caFile != nil || transport.certFile != nil || transport.keyFile != nil { return true }
         switch body {
         case .file, .fileRange: return true
         case .multipart(let form): return !form.filePaths.isEmpty

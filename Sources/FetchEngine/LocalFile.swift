@@ -12,7 +12,41 @@ import Glibc
 ///   other hard links (which O_NOFOLLOW cannot see).
 /// - predictable temporary names: `createTemporary` makes names mkstemp-style (O_EXCL, a
 ///   random suffix), so a planted link or file under the name is never used.
+/// - a file of any size where a small one is expected: `read` takes the reader's bound and
+///   refuses a larger file from its size, before a byte of it is read.
+///
+/// Every file a client or the command line names is opened here (stub bodies, HAR files,
+/// auth, token and credential files, the config, cookie files, TLS files, bodies, downloads),
+/// so no thread ever waits on the other end of a FIFO and every read ends within its bound.
 public enum LocalFile {
+    /// What `read` refuses.
+    public enum ReadError: Error, Sendable, Equatable {
+        /// Cannot be opened or read, or not a regular file.
+        case file(TransferFileError)
+        /// A regular file larger than the reader's bound, refused before any of it is read.
+        case tooLarge(path: String, limit: Int)
+
+        public var path: String {
+            switch self {
+            case .file(let error): error.path
+            case .tooLarge(let path, _): path
+            }
+        }
+
+        public var detail: String {
+            switch self {
+            case .file(let error): error.detail
+            case .tooLarge(_, let limit): "larger than \(limit) bytes, the most read from such a file"
+            }
+        }
+
+        /// As a file error (-32003 where the daemon answers it), the bound in its words.
+        public var fileError: TransferFileError {
+            if case .file(let error) = self { return error }
+            return TransferFileError(path: path, detail: detail)
+        }
+    }
+
     /// Opens a regular file for reading; `followLinks` false also refuses a symbolic link.
     public static func openForReading(_ path: String, followLinks: Bool = true) throws(TransferFileError) -> Int32 {
         let flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (followLinks ? 0 : O_NOFOLLOW)
@@ -41,8 +75,14 @@ public enum LocalFile {
     /// it, written and fsynced, renamed over the old name (a link there is replaced, never
     /// written through), then the directory fsynced. A reader or a crash sees the old file or
     /// the new one, never half of one.
+    /// Only a regular file (or a link, which is replaced) is replaced: a FIFO, a socket, a device
+    /// or a directory under the name is left as it is, and refused.
     public static func replace(_ name: String, in directory: String, with bytes: [UInt8], mode: UInt32 = 0o600) throws(TransferFileError) {
         let path = directory + "/" + name
+        var existing = stat()
+        if lstat(path, &existing) == 0, existing.st_mode & S_IFMT != S_IFREG, existing.st_mode & S_IFMT != S_IFLNK {
+            throw TransferFileError(path: path, detail: "not a regular file (\(kindName(existing.st_mode)))")
+        }
         let (fd, temporary) = try createTemporary(in: directory, for: name)
         var failure: String? = nil
         // mkstemp makes it 0600; anything wider is asked for.
@@ -64,21 +104,82 @@ public enum LocalFile {
         syncDirectory(directory)
     }
 
-    /// The whole of a regular file, or nil when there is none (ENOENT).
-    public static func contents(of path: String) throws(TransferFileError) -> [UInt8]? {
+    /// A file read whole, with its owner and permission bits as `fstat` gave them.
+    public struct Contents: Sendable {
+        public let bytes: [UInt8]
+        public let owner: UInt32
+        /// The permission bits (0o777 and the set-id and sticky bits).
+        public let permissions: UInt32
+    }
+
+    /// The whole of a regular file of at most `limit` bytes, opened as `openForReading` is
+    /// (non-blocking, regular files only), with its owner and mode: a caller that checks more (the
+    /// owner, the mode) checks the file it read, not what the name meant a moment before. A
+    /// larger file is refused from its size; one that grows past `limit` while it is read is
+    /// refused when it does.
+    public static func read(_ path: String, limit: Int, followLinks: Bool = true) throws(ReadError) -> Contents {
+        let fd: Int32
+        do {
+            fd = try openForReading(path, followLinks: followLinks)
+        } catch {
+            throw .file(error)
+        }
+        defer { close(fd) }
+        return try read(fd, path: path, limit: limit)
+    }
+
+    /// The whole of a regular file of at most `limit` bytes (as `read`), or nil when there is
+    /// none (ENOENT).
+    public static func contents(of path: String, limit: Int) throws(ReadError) -> [UInt8]? {
         let opened = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
         if opened < 0 && errno == ENOENT { return nil }
-        let fd = try checked(opened, path: path, writing: false)
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 << 10)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n >= 0 else { throw TransferFileError(path: path, detail: String(cString: strerror(errno))) }
-            if n == 0 { return bytes }
-            bytes += chunk[0..<n]
+        let fd: Int32
+        do {
+            fd = try checked(opened, path: path, writing: false)
+        } catch {
+            throw .file(error)
         }
+        defer { close(fd) }
+        return try read(fd, path: path, limit: limit).bytes
+    }
+
+    /// Checks that `path` is a regular file of at most `limit` bytes that can be opened for
+    /// reading, without reading it (a file another program reads by name later).
+    public static func check(_ path: String, limit: Int) throws(ReadError) {
+        let fd: Int32
+        do {
+            fd = try openForReading(path)
+        } catch {
+            throw .file(error)
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw .file(TransferFileError(path: path, detail: String(cString: strerror(errno)))) }
+        guard info.st_size <= limit else { throw .tooLarge(path: path, limit: limit) }
+    }
+
+    private static func read(_ fd: Int32, path: String, limit: Int) throws(ReadError) -> Contents {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw .file(TransferFileError(path: path, detail: String(cString: strerror(errno)))) }
+        guard info.st_size <= limit else { throw .tooLarge(path: path, limit: limit) }
+        // Room for the size fstat gave and one byte more, to see growth past `limit`; files
+        // that report no size (/proc) grow the buffer as they are read.
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size) + 1)
+        var count = 0
+        while true {
+            if count == bytes.count {
+                guard count <= limit else { throw .tooLarge(path: path, limit: limit) }
+                bytes.append(contentsOf: repeatElement(0, count: min(max(count, 64 << 10), limit + 1 - count)))
+            }
+            let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, $0.count - count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { throw .file(TransferFileError(path: path, detail: String(cString: strerror(errno)))) }
+            if n == 0 { break }
+            count += n
+        }
+        guard count <= limit else { throw .tooLarge(path: path, limit: limit) }
+        bytes.removeLast(bytes.count - count)
+        return Contents(bytes: bytes, owner: UInt32(info.st_uid), permissions: UInt32(info.st_mode & 0o7777))
     }
 
     /// fsync of a directory, so the names in it are durable.

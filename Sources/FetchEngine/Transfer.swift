@@ -37,6 +37,8 @@ final class Transfer: @unchecked Sendable {
     let mimeFiles: [UploadFile]
     /// A download's file writer, opened by the caller.
     let downloadSink: DownloadSink?
+    /// The request's TLS files, read by the caller: libcurl gets their bytes, never their names.
+    let tlsFiles: TLSFiles?
     /// The bandwidth caps (`TransferThrottle`); nil for a transfer without any.
     let throttle: TransferThrottle?
     /// An in-memory body read through the send caps (an uncapped one is handed to libcurl whole).
@@ -57,7 +59,7 @@ final class Transfer: @unchecked Sendable {
     private var finished = false
 
     init(id: UInt64, request: consuming HTTPRequest, uploadFile: UploadFile?, mimeFiles: [UploadFile] = [],
-         downloadSink: DownloadSink? = nil,
+         downloadSink: DownloadSink? = nil, tlsFiles: TLSFiles? = nil,
          onProgress: (@Sendable (TransferProgress) -> Void)?, completion: @escaping Completion) {
         self.id = id
         let throttle = TransferThrottle(id: id, request: request)
@@ -68,6 +70,7 @@ final class Transfer: @unchecked Sendable {
         self.uploadFile = uploadFile
         self.mimeFiles = mimeFiles
         self.downloadSink = downloadSink
+        self.tlsFiles = tlsFiles
         recorder = request.recordsExchange ? ExchangeRecorder() : nil
         self.onProgress = onProgress
         self.completion = completion
@@ -197,7 +200,8 @@ final class Transfer: @unchecked Sendable {
         if options.proxy != nil && !settings.proxyFromEnvironment {
             fetchd_easy_setopt_str(easy, CURLOPT_USERAGENT, settings.userAgent)
         }
-        if let caFile = options.caFile { fetchd_easy_setopt_str(easy, CURLOPT_CAINFO, caFile) }
+        // caFile, certFile and keyFile: read by the caller (TLSFiles), set as bytes.
+        tlsFiles?.apply(to: easy)
         if options.insecure {
             setLong(CURLOPT_SSL_VERIFYPEER, 0)
             setLong(CURLOPT_SSL_VERIFYHOST, 0)
@@ -207,8 +211,6 @@ final class Transfer: @unchecked Sendable {
         // "No proxy" is the baseline's (EngineSettings).
         if let proxy = options.proxy { fetchd_easy_setopt_str(easy, CURLOPT_PROXY, proxy) }
         if let noProxy = options.noProxy { fetchd_easy_setopt_str(easy, CURLOPT_NOPROXY, noProxy) }
-        if let cert = options.certFile { fetchd_easy_setopt_str(easy, CURLOPT_SSLCERT, cert) }
-        if let key = options.keyFile { fetchd_easy_setopt_str(easy, CURLOPT_SSLKEY, key) }
         if let range = options.range { fetchd_easy_setopt_str(easy, CURLOPT_RANGE, range) }
         if let path = options.unixSocket { fetchd_easy_setopt_str(easy, CURLOPT_UNIX_SOCKET_PATH, path) }
         if !options.connectTo.isEmpty {

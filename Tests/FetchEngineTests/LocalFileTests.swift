@@ -104,9 +104,68 @@ final class LocalFileTests: XCTestCase {
     }
 
     func testContentsOfMissingAndPresentFiles() throws {
-        XCTAssertNil(try LocalFile.contents(of: dir + "/missing"))
-        XCTAssertEqual(try LocalFile.contents(of: write("c", "cookies")).map { String(decoding: $0, as: UTF8.self) }, "cookies")
+        XCTAssertNil(try LocalFile.contents(of: dir + "/missing", limit: 100))
+        XCTAssertEqual(try LocalFile.contents(of: write("c", "cookies"), limit: 100).map { String(decoding: $0, as: UTF8.self) }, "cookies")
         mkfifo(dir + "/fifo", 0o600)
-        XCTAssertThrowsError(try LocalFile.contents(of: dir + "/fifo"))
+        XCTAssertThrowsError(try LocalFile.contents(of: dir + "/fifo", limit: 100))
+    }
+
+    private func readError(_ path: String, limit: Int) -> LocalFile.ReadError? {
+        do {
+            _ = try LocalFile.read(path, limit: limit)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    func testReadIsBoundedBeforeAnythingIsRead() throws {
+        let small = write("small", "12345")
+        let read = try LocalFile.read(small, limit: 5)
+        XCTAssertEqual(read.bytes, Array("12345".utf8))
+        XCTAssertEqual(read.owner, getuid())
+        XCTAssertEqual(try LocalFile.read(write("empty", ""), limit: 5).bytes, [])
+        XCTAssertEqual(readError(small, limit: 4), .tooLarge(path: small, limit: 4))
+        // A sparse file of 1 TiB: refused from its size, nothing read or allocated.
+        let huge = dir + "/huge"
+        let fd = open(huge, O_WRONLY | O_CREAT, 0o600)
+        XCTAssertEqual(ftruncate(fd, 1 << 40), 0)
+        close(fd)
+        XCTAssertEqual(readError(huge, limit: 64 << 20), .tooLarge(path: huge, limit: 64 << 20))
+        XCTAssertThrowsError(try LocalFile.check(huge, limit: 64 << 20))
+        XCTAssertNoThrow(try LocalFile.check(small, limit: 5))
+    }
+
+    func testReadRefusesWhatIsNotARegularFile() {
+        mkfifo(dir + "/fifo", 0o600)
+        mkdir(dir + "/sub", 0o700)
+        XCTAssertTrue(readError(dir + "/fifo", limit: 10)?.detail.contains("FIFO") ?? false)
+        XCTAssertTrue(readError(dir + "/sub", limit: 10)?.detail.contains("directory") ?? false)
+        XCTAssertTrue(readError("/dev/zero", limit: 10)?.detail.contains("character device") ?? false)
+        XCTAssertTrue(readError(dir + "/missing", limit: 10)?.detail.contains("No such file") ?? false)
+        XCTAssertThrowsError(try LocalFile.check(dir + "/fifo", limit: 10))
+    }
+
+    func testAFileWithoutASizeIsStillBounded() throws {
+        // /proc files have st_size 0 and any length: read as they come, up to the bound.
+        XCTAssertFalse(try LocalFile.read("/proc/self/status", limit: 1 << 20).bytes.isEmpty)
+        XCTAssertEqual(readError("/proc/self/status", limit: 10), .tooLarge(path: "/proc/self/status", limit: 10))
+    }
+
+    func testReplaceLeavesWhatIsNotARegularFile() throws {
+        mkfifo(dir + "/fifo", 0o600)
+        XCTAssertThrowsError(try LocalFile.replace("fifo", in: dir, with: Array("x".utf8))) { error in
+            XCTAssertTrue((error as? TransferFileError)?.detail.contains("FIFO") ?? false, "\(error)")
+        }
+        var info = stat()
+        lstat(dir + "/fifo", &info)
+        XCTAssertEqual(info.st_mode & S_IFMT, S_IFIFO)
+        let precious = write("precious", "keep")
+        symlink(precious, dir + "/link")
+        try LocalFile.replace("link", in: dir, with: Array("new".utf8))
+        XCTAssertEqual(contents(precious), "keep", "a link is replaced, never written through")
+        XCTAssertEqual(contents(dir + "/link"), "new")
+        lstat(dir + "/link", &info)
+        XCTAssertEqual(info.st_mode & 0o777, 0o600)
     }
 }

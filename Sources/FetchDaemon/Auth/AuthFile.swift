@@ -1,3 +1,4 @@
+import FetchEngine
 import FoundationEssentials
 import Glibc
 import JSONRPC
@@ -6,13 +7,7 @@ import JSONRPC
 /// a file that other users may read or write is refused, as ssh refuses a private key.
 enum AuthFile {
     static func rules(path: String, policy: FilePolicy) throws(StartupError) -> [AuthRule] {
-        try checkPrivate(path, flag: "--auth-file")
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw StartupError("cannot read --auth-file \(path): not UTF-8 text")
-        }
+        let text = try readPrivate(path, flag: "--auth-file")
         let entries: [JSONValue]
         do {
             guard case .array(let array) = try JSONCodec.decode(text) else {
@@ -27,20 +22,48 @@ enum AuthFile {
         return try rules(entries, source: "--auth-file \(path)", prefix: "", policy: policy)
     }
 
-    /// A file of secrets must be a regular file of ours that nobody else may read or write.
+    /// The most read from a file of auth rules.
+    static let maxBytes = 1 << 20
+
+    /// A file of secrets, read through the checked open (LocalFile: a regular file, never a
+    /// wait on a FIFO, at most `maxBytes`): it must be ours, and nobody else may read or write
+    /// it. What is checked is the file read, not what the name meant a moment before.
+    static func readPrivate(_ path: String, flag: String) throws(StartupError) -> String {
+        let file: LocalFile.Contents
+        do {
+            file = try LocalFile.read(path, limit: maxBytes)
+        } catch .tooLarge {
+            throw StartupError("\(flag) \(path) is larger than \(maxBytes) bytes, the most read from it")
+        } catch {
+            throw StartupError("cannot read \(flag) \(path): \(error.detail)")
+        }
+        try checkPrivate(permissions: file.permissions, owner: file.owner, path: path, flag: flag)
+        guard let text = String(validating: file.bytes, as: UTF8.self) else {
+            throw StartupError("cannot read \(flag) \(path): not UTF-8 text")
+        }
+        return text
+    }
+
+    /// A file of secrets named again after it was read (a config with auth rules): a regular
+    /// file of ours that nobody else may read or write. stat() only: it never waits on a FIFO.
     static func checkPrivate(_ path: String, flag: String) throws(StartupError) {
         var info = stat()
         guard stat(path, &info) == 0 else {
             throw StartupError("cannot read \(flag) \(path): \(String(cString: strerror(errno)))")
         }
         guard info.st_mode & S_IFMT == S_IFREG else { throw StartupError("\(flag) \(path) is not a regular file") }
-        let mode = info.st_mode & 0o777
+        try checkPrivate(permissions: UInt32(info.st_mode & 0o7777), owner: UInt32(info.st_uid), path: path, flag: flag)
+    }
+
+    /// Ours, and nobody else may read or write it, as ssh asks of a private key.
+    private static func checkPrivate(permissions: UInt32, owner: UInt32, path: String, flag: String) throws(StartupError) {
+        let mode = permissions & 0o777
         guard mode & 0o077 == 0 else {
             throw StartupError("\(flag) \(path) can be read or written by other users (mode \(String(mode, radix: 8))): "
                 + "it holds secrets; make it private with chmod 600 \(path)")
         }
-        guard info.st_uid == getuid() else {
-            throw StartupError("\(flag) \(path) belongs to another user (uid \(info.st_uid))")
+        guard owner == getuid() else {
+            throw StartupError("\(flag) \(path) belongs to another user (uid \(owner))")
         }
     }
 

@@ -84,22 +84,18 @@ struct CredentialFetcher: Sendable {
         }
     }
 
-    /// A small file's UTF-8 text, read on the caller's (blocking) thread.
+    /// A small file's UTF-8 text, read on the caller's (blocking) thread through the checked
+    /// open (LocalFile: a regular file, never a wait on a FIFO, at most `maxFileBytes`).
     static func fileText(_ path: String, field: String) throws(AuthProblem) -> String {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw AuthProblem("cannot read \(field) \(path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: maxFileBytes + 1)
-        var count = 0
-        while count < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n >= 0 else { throw AuthProblem("cannot read \(field) \(path): \(String(cString: strerror(errno)))") }
-            if n == 0 { break }
-            count += n
+        let bytes: [UInt8]
+        do {
+            bytes = try LocalFile.read(path, limit: maxFileBytes).bytes
+        } catch .tooLarge {
+            throw AuthProblem("\(field) \(path) is larger than \(maxFileBytes) bytes")
+        } catch {
+            throw AuthProblem("cannot read \(field) \(path): \(error.detail)")
         }
-        guard count <= maxFileBytes else { throw AuthProblem("\(field) \(path) is larger than \(maxFileBytes) bytes") }
-        guard let text = String(validating: bytes[0..<count], as: UTF8.self) else {
+        guard let text = String(validating: bytes, as: UTF8.self) else {
             throw AuthProblem("\(field) \(path) is not UTF-8 text")
         }
         return text

@@ -1,3 +1,4 @@
+import FetchEngine
 import FoundationEssentials
 import Glibc
 import JSONRPC
@@ -26,14 +27,25 @@ public enum ConfigFile {
     static let sectionKeys = ["rateLimits", "auth", "cookieJars", "logging", "cache", "redis"]
     static let cacheKeys = ["dir", "maxBytes"]
 
-    /// The file's text, or why it cannot be read (the C library's words).
+    /// The most read from a config file.
+    static let maxBytes = 4 << 20
+
+    /// The file's text, or why it cannot be read (the C library's words). Read through the
+    /// checked open (LocalFile: a regular file, never a wait on a FIFO, at most `maxBytes`):
+    /// at start and on SIGHUP.
     static func read(_ path: String) throws(Invalid) -> String {
+        let bytes: [UInt8]
         do {
-            return try String(contentsOfFile: path, encoding: .utf8)
+            bytes = try LocalFile.read(path, limit: maxBytes).bytes
+        } catch .tooLarge {
+            throw Invalid(description: "--config \(path) is larger than \(maxBytes) bytes, the most read from it")
         } catch {
-            let reason = access(path, R_OK) == 0 ? "not UTF-8 text" : String(cString: strerror(errno))
-            throw Invalid(description: "cannot read --config \(path): \(reason)")
+            throw Invalid(description: "cannot read --config \(path): \(error.detail)")
         }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw Invalid(description: "cannot read --config \(path): not UTF-8 text")
+        }
+        return text
     }
 
     /// Whether the text is a JSON config (else the older rate-limit lines).

@@ -45,11 +45,15 @@ enum CookieFile {
         let description: String
     }
 
+    /// The largest cookie file read (a jar of many thousand cookies is a few MiB).
+    static let maxBytes = 16 << 20
+
     /// The file's text, or nil when there is no file yet.
     static func read(_ path: String) throws(IOError) -> String? {
-        // Not FileManager: a FIFO under the name must not hold the daemon's start.
+        // LocalFile: a FIFO under the name must not hold the daemon's start, nor a huge file
+        // its memory.
         do {
-            return try LocalFile.contents(of: path).map { String(decoding: $0, as: UTF8.self) }
+            return try LocalFile.contents(of: path, limit: maxBytes).map { String(decoding: $0, as: UTF8.self) }
         } catch {
             throw IOError(description: "cannot read \(path): \(error.detail)")
         }

@@ -2,7 +2,7 @@ import FetchEngine
 import Glibc
 
 /// A fixed set of named threads that run work in the order it was handed over. Idle threads
-/// wait on a condition variable and wake only for work. The daemon (`Daemon`) makes four sets:
+/// wait on a condition variable and wake only for work. The daemon (`Daemon`) makes three sets:
 ///
 /// - the task threads, a Swift `TaskExecutor`: every `Task` of the daemon is created with them
 ///   as its executor preference and never runs on Swift's default global executor. On Linux
@@ -13,8 +13,15 @@ import Glibc
 ///   the engine thread is busy. Under load the engine hands it work in bursts (one wake-up
 ///   for many answers) and goes back to libcurl, so building and writing answers runs beside
 ///   the transfers instead of between them. An idle engine answers itself: no thread hop.
-/// - the blocking-file threads: a part file's hash, fsync and landing, and preparing the
-///   attempts of jobs that open files the client named.
+/// - the blocking-file threads: a part file's hash, fsync and landing, preparing the
+///   attempts of jobs that open files the client named, reading auth rules' secret files.
+///
+/// The sets are shared by every client, so whatever runs on them ends within a bound: a file
+/// a client or the command line names is opened only through `LocalFile` (non-blocking and
+/// regular files only: never a wait for the other end of a FIFO) and read with a size bound
+/// (a stub's body file, a HAR file, a secret file, a TLS file), never by a plain open() or a
+/// read to the end of whatever the name turns out to be. A thread here that waited without
+/// a bound would leave every other client's downloads, uploads and file reads queued.
 final class WorkerThreads: TaskExecutor, @unchecked Sendable {
     typealias Burst = @Sendable (() -> Void) -> Void
 

@@ -168,9 +168,9 @@ final class CacheStage: Stage {
            let path = result.objectValue?["path"]?.stringValue, result.objectValue?["bytes"]?.integerValue == Int(landing.bytes) {
             job.pipeline.cache.landing = nil
             // A download is answered on the blocking threads: opened here, before the client
-            // hears of it, so the file copied is the one downloaded.
-            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-            guard fd >= 0 else { return }
+            // hears of it, so the file copied is the one downloaded (the checked open: a
+            // regular file, not through a link).
+            guard let fd = try? LocalFile.openForReading(path, followLinks: false) else { return }
             cache.store(key: landing.key, varyKey: landing.varyKey, stored: landing.stored, file: fd, bytes: landing.bytes,
                         replacing: landing.replacing)
         }

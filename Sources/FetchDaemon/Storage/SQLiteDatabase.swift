@@ -1,4 +1,5 @@
 import CSQLite
+import Glibc
 
 /// One SQLite database file, used by one owner at a time (the durable-job store, the HTTP
 /// cache's index). SQLite from Debian's libsqlite3-dev does the crash safety: WAL journal,
@@ -41,9 +42,11 @@ final class SQLiteDatabase {
     let path: String
 
     /// Opens (creating) the database and checks it. Throws when the file is not a database or
-    /// fails `PRAGMA quick_check`: the caller moves it aside and opens a new one.
+    /// fails `PRAGMA quick_check`: the caller moves it aside and opens a new one. The file and
+    /// its -wal and -shm are the owner's alone (`makePrivate`).
     init(path: String, synchronousFull: Bool = true) throws {
         self.path = path
+        Self.makePrivate(path)
         var db: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
         let rc = sqlite3_open_v2(path, &db, flags, nil)
@@ -70,6 +73,32 @@ final class SQLiteDatabase {
     }
 
     deinit { sqlite3_close_v2(handle) }
+
+    /// Creates the file 0600 before SQLite opens it, whatever the umask: SQLite would make it
+    /// 0644 & ~umask, and it gives the -wal and -shm files it makes the main file's mode. The
+    /// stores hold URLs with their tokens. A file of ours made wider before (an older daemon)
+    /// is narrowed to the owner, its -wal, -shm and -journal too. Never through a link, never
+    /// a wait on a FIFO (O_NOFOLLOW, O_NONBLOCK); anything but a regular file is left to
+    /// SQLite to refuse.
+    private static func makePrivate(_ path: String) {
+        let created = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0o600)
+        if created >= 0 {
+            narrow(created)
+            close(created)
+        }
+        for suffix in ["-wal", "-shm", "-journal"] {
+            let fd = open(path + suffix, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            narrow(fd)
+            close(fd)
+        }
+    }
+
+    private static func narrow(_ fd: Int32) {
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid(), info.st_mode & 0o077 != 0 else { return }
+        fchmod(fd, info.st_mode & 0o700)
+    }
 
     /// Runs one or more statements that take no parameters.
     func execute(_ sql: String) throws {

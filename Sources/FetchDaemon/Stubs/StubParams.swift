@@ -154,26 +154,15 @@ struct StubParams: Sendable {
         return response
     }
 
-    /// The whole file, or -32602 naming the field with the reason.
-    private static func readFile(_ path: String, field: String) throws -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw RPCError.invalidParams(field: field, "cannot read \(path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-            throw RPCError.invalidParams(field: field, "\(path) is not a regular file")
-        }
-        guard info.st_size <= maxBodyFileBytes else {
+    /// The whole file (LocalFile: a regular file, never a wait on a FIFO, at most
+    /// `maxBodyFileBytes`), or -32602 naming the field with the reason.
+    private static func readFile(_ path: String, field: String) throws(RPCError) -> [UInt8] {
+        do {
+            return try LocalFile.read(path, limit: maxBodyFileBytes).bytes
+        } catch .tooLarge {
             throw RPCError.invalidParams(field: field, "\(path) is larger than \(maxBodyFileBytes) bytes", limit: maxBodyFileBytes)
+        } catch {
+            throw RPCError.invalidParams(field: field, "cannot read \(path): \(error.detail)")
         }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw RPCError.invalidParams(field: field, "cannot read \(path): \(n < 0 ? String(cString: strerror(errno)) : "shorter than its size")") }
-            done += n
-        }
-        return bytes
     }
 }

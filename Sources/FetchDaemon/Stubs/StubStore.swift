@@ -206,11 +206,15 @@ final class StubStore: Sendable {
     }
 
     /// A HAR file's entries as stubs of `set` (HARStubs): all or none. A file that cannot be
-    /// read is a file error (-32003); one that is not HAR, -32602 naming `har`.
+    /// read is a file error (-32003), one past HARStubs.maxFileBytes or not HAR, -32602
+    /// naming `har`.
     func load(harFile path: String, set name: String) throws -> Int {
-        let document = try Self.readJSON(path, field: "har")
+        try load(har: try HARStubs.read(path, field: "har"), path: path, set: name)
+    }
+
+    private func load(har text: [UInt8], path: String, set name: String) throws -> Int {
         do {
-            return try addAll(set: name, try HARStubs.stubs(from: document, set: name)).count
+            return try addAll(set: name, try HARStubs.stubs(fromText: text, set: name)).count
         } catch let invalid as HARStubs.Invalid {
             throw RPCError.invalidParams(field: "har", "\(path): \(invalid.reason)")
         }
@@ -219,25 +223,20 @@ final class StubStore: Sendable {
     /// `--stubs FILE`: a HAR file, or a JSON array of addStub params (each in the set it
     /// names, "default" if none); all or none. Errors name the entry.
     func load(startupFile path: String, policy: FilePolicy) throws -> Int {
-        let document = try Self.readJSON(path, field: "--stubs")
-        guard case .array(let entries) = document else { return try load(harFile: path, set: "default") }
+        let text = try HARStubs.read(path, field: "--stubs")
+        guard text.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }) == UInt8(ascii: "[") else {
+            return try load(har: text, path: path, set: "default")
+        }
+        let document: JSONValue
+        do {
+            document = try JSONCodec.decode(text)
+        } catch {
+            throw RPCError.invalidParams(field: "--stubs", "\(path) is not JSON: \(error)")
+        }
+        let entries = document.arrayValue ?? []
         let drafts = try entries.enumerated().map { index, entry in try StubParams(entry, policy: policy, path: "[\(index)]") }
         var added = 0
         for set in Set(drafts.map(\.set)).sorted() { added += try addAll(set: set, drafts.filter { $0.set == set }).count }
         return added
-    }
-
-    private static func readJSON(_ path: String, field: String) throws -> JSONValue {
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw TransferFileError(path: path, detail: "cannot be read as UTF-8 text")
-        }
-        do {
-            return try JSONCodec.decode(text)
-        } catch {
-            throw RPCError.invalidParams(field: field, "\(path) is not JSON: \(error)")
-        }
     }
 }
