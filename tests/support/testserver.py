@@ -77,6 +77,21 @@ Endpoints (any method unless noted):
   /cache-origin-log/<key>        {"count", "requests": [{method, ifNoneMatch, ifModifiedSince, ...}], "maxInFlight"}
   /big-header?bytes=N[&count=C][&redirect=R]  200 "big" with C (default 1) headers X-Big-<i> of
                                  N bytes each; with R > 0, the same headers on a 302 to redirect=R-1
+  /sse/<key>?events=N[&per=P][&retry=MS][&ms=T][&drop=end|cut|reset][&done=204|close|STATUS][&eol=lf|crlf|cr]
+                                 Server-Sent Events (text/event-stream, chunked): events 1..N as "id: <n>",
+                                 "event: tick", "data: event <n>" (data=2: a second data line "line 2 of <n>"),
+                                 after a "retry: MS" line when retry= is given, T ms apart. Each connection
+                                 starts after its Last-Event-ID and sends at most P events (default all), then
+                                 drops: end = the body ends cleanly, cut = closed without its last chunk,
+                                 reset = TCP RST. Once all N were sent, a request answers per done= (default
+                                 204; close = an event stream with no events; any other status: that status).
+                                 first=STATUS: the key's first request answers that status (retry-after=S adds
+                                 Retry-After), as /flaky does
+  /sse-log/<key>                 {"requests": [{"lastEventId", "accept", "time"}...]} seen by /sse/<key>
+  /ndjson?lines=N[&eol=lf|crlf][&unended=1][&long=BYTES][&ms=T][&chunk=B]
+                                 N lines {"n": i, "text": "line i"} (application/x-ndjson, chunked), each ended
+                                 by eol (unended=1: the last one without); long=BYTES: one more line of BYTES
+                                 "x" before them; written in chunks of B bytes (default: one line each), T ms apart
 """
 import argparse
 import base64
@@ -119,6 +134,7 @@ class _State:
     resumable = {}  # session id -> _ResumableSession
     resumable_keys = {}  # ?key= of /resumable/start -> [session id]
     oauth = {}  # key -> {"count", "inFlight", "maxInFlight", "tokens", "current", "expires", ...}
+    sse = {}  # key -> [{"lastEventId", "accept", "time"}] (/sse)
 
 
 LAST_MODIFIED = "Wed, 21 Oct 2015 07:28:00 GMT"
@@ -393,6 +409,13 @@ class Handler(BaseHTTPRequestHandler):
                 return self._send(200, "big", headers=hs)
             if head == "ranged" and len(seg) == 2:
                 return self._ranged(int(seg[1]), q)
+            if head == "sse" and len(seg) == 2:
+                return self._sse(seg[1], q)
+            if head == "sse-log" and len(seg) == 2:
+                with _State.lock:
+                    return self._json({"requests": list(_State.sse.get(seg[1], []))})
+            if path == "/ndjson":
+                return self._ndjson(q)
             if head == "ranged-log" and len(seg) == 2:
                 with _State.lock:
                     return self._json({"requests": [dict(r) for r in _State.ranged.get(seg[1], [])]})
@@ -427,6 +450,82 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(ms / 1000)
             self.wfile.write(b"x")
             self.wfile.flush()
+
+    # ---- streamed bodies: Server-Sent Events and NDJSON, chunked --------------------
+    def _start_chunked(self, ctype):
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+
+    def _chunk(self, data):
+        if data:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+    def _end_chunked(self):
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _sse(self, key, q):
+        total, per = int(q.get("events", "3")), int(q.get("per", "0"))
+        eol = {"lf": b"\n", "crlf": b"\r\n", "cr": b"\r"}[q.get("eol", "lf")]
+        last = self.headers.get("Last-Event-ID")
+        with _State.lock:
+            log = _State.sse.setdefault(key, [])
+            log.append({"lastEventId": last, "accept": self.headers.get("Accept"), "time": time.monotonic()})
+            first_request = len(log) == 1
+        if first_request and "first" in q:
+            st = int(q["first"])
+            hs = [("Retry-After", q["retry-after"])] if "retry-after" in q else []
+            return self._send(st, f"status {st}", headers=hs)
+        after = int(last) if last and last.isdigit() else 0
+        if after >= total:
+            done = q.get("done", "204")
+            if done == "close":
+                self._start_chunked("text/event-stream")
+                return self._end_chunked()
+            st = int(done)
+            return self._send(st, "" if st == 204 else f"status {st}")
+        self._start_chunked("text/event-stream")
+        if "retry" in q:
+            self._chunk(b"retry: " + q["retry"].encode() + eol)
+        end = total if per <= 0 else min(total, after + per)
+        ms = int(q.get("ms", "0"))
+        for n in range(after + 1, end + 1):
+            if ms and n > after + 1:
+                time.sleep(ms / 1000)
+            lines = [b"id: %d" % n, b"event: tick", b"data: event %d" % n]
+            if q.get("data") == "2":
+                lines.append(b"data: line 2 of %d" % n)
+            self._chunk(eol.join(lines) + eol + eol)
+        drop = q.get("drop", "end")
+        if drop == "reset":
+            time.sleep(0.05)  # the events reach the client before the RST
+            return self._rst()
+        if drop == "cut":
+            return self._clean_close()
+        self._end_chunked()
+        self.close_connection = True
+
+    def _ndjson(self, q):
+        n, chunk, ms = int(q.get("lines", "3")), int(q.get("chunk", "0")), int(q.get("ms", "0"))
+        eol = b"\r\n" if q.get("eol") == "crlf" else b"\n"
+        lines = [json.dumps({"n": i, "text": f"line {i}"}).encode() for i in range(n)]
+        if "long" in q:
+            lines.insert(0, b"x" * int(q["long"]))
+        body = eol.join(lines) + (b"" if q.get("unended") == "1" else eol) if lines else b""
+        pieces = [line + eol for line in lines] if chunk <= 0 else [body[i:i + chunk] for i in range(0, len(body), chunk)]
+        if chunk <= 0 and q.get("unended") == "1" and pieces:
+            pieces[-1] = lines[-1]
+        self._start_chunked("application/x-ndjson")
+        for i, piece in enumerate(pieces):
+            if ms and i:
+                time.sleep(ms / 1000)
+            self._chunk(piece)
+        self._end_chunked()
 
     # ---- /ranged: ETag + Range + If-Range, with a first request that breaks ----------
     def _ranged(self, n, q):
