@@ -95,7 +95,7 @@ bench-deps: deps
 bench-release: deps
 	flock /tmp/fetchd-build.lock $(SWIFT) build -c release
 
-bench: bench-deps bench-release
+bench: bench-deps bench-release fetchctl
 	python3 bench/run.py $(BENCH_ARGS)
 
 # perf record -g on the release daemon under the small-GET c=64 load; prints the top of the report.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fetchd benchmarks (not tests): fetchd against curl, aria2 and a libcurl multi floor, in one run.
 
-    python3 bench/run.py [--bin PATH] [--rounds N] [--large-rounds N] [--quick] [--profile] [--only rate]
+    python3 bench/run.py [--bin PATH] [--rounds N] [--large-rounds N] [--quick] [--profile] [--only rate|redis|fetchctl]
     make bench            (builds the release daemon first, under the shared build lock)
     make bench-profile    (perf record -g on the release daemon under the small-GET c=64 load)
 
@@ -17,7 +17,10 @@ polled) and like fetchd's clients (bench/aria2_load.c: one addUri per WebSocket 
 flight, completion pushed). A second nginx port logs each request's arrival for the rate-limit
 rounds: 4 processes share one host limited to 20, 200 and 2,000 requests/s (about 2 s of
 requests each), through fetchd's one limit and through curl --rate in each process.
-`--only rate` runs just those rounds (nginx and fetchd, nothing else).
+`--only rate` runs just those rounds (nginx and fetchd, nothing else). One more row, when the
+compiled fetchctl is built (`make fetchctl`): 200 sequential `fetchctl fetch -s URL` against
+`curl -s URL` for the 100-byte file, one process per call (bench/cli_calls.py); `--only
+fetchctl` runs just that row.
 
 Rounds are interleaved (every tool once per round, order rotated each round) and the table shows
 medians. CPU: user+sys of the server-side process for fetchd and aria2 (/proc/PID/stat, 10 ms
@@ -43,6 +46,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from procstat import cpu_seconds, mem_kib  # noqa: E402
+from cli_calls import cli_calls, compiled_fetchctl, summarize_cli  # noqa: E402
 import urllib.request
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
@@ -824,6 +828,8 @@ def summarize(b):
         elif k[0] == "redis" and k[1] == "latency":
             s[f"redis.latency.{k[2]}"] = {"us_per_req": med([r["us_per_req"] for r in rounds]), "n": rounds[0]["n"],
                                          "rounds": len(rounds)}
+        elif k[0] == "cli":
+            s["cli"] = summarize_cli(rounds)
         elif k[0] == "redis" and k[1] == "admissions":
             s["redis.admissions"] = {"admissions_per_s": med([r["admissions_per_s"] for r in rounds]),
                                      "rounds": len(rounds)}
@@ -884,6 +890,11 @@ def goals(s):
             add(f"limit {rate}/s, 4 procs: rate, most in 1 s", f"{e['req_per_s'] / rate:.3f}x, {e['max_in_1s']}",
                 f">= 0.99x, <= {cap}", low >= 0.99 and e["max_in_1s"] <= cap,
                 f"{e['rounds']} rounds {e['req_per_s_min'] / rate:.3f}x-{e['req_per_s_max'] / rate:.3f}x")
+    cli = s.get("cli")
+    if cli:
+        add("fetchctl fetch, a process per call", f"{cli['ratio_median']:.2f}x curl", "<= 1.5x curl",
+            cli["ratio_median"] <= 1.5,
+            f"median {cli['fetchctl']['median_ms']:.2f} ms against curl's {cli['curl']['median_ms']:.2f} ms")
     return g
 
 
@@ -965,6 +976,14 @@ def print_table(s, g, meta):
     if a:
         rows.append(("one Redis, admit script", "redis-benchmark EVALSHA (-c 50 -P 16)",
                      f"{a['admissions_per_s']:,.0f} admissions/s", "", "", "", "1,000 hosts, rate and lease"))
+    cli = s.get("cli")
+    if cli:
+        for tool, name in (("fetchctl", "fetchctl fetch -s URL (C)"), ("curl", "curl -s URL")):
+            e = cli[tool]
+            rows.append(("100-byte GET, a process per call", name, f"{e['median_ms']:.2f} ms/call",
+                         f"{e['min_ms']:.2f}-{e['max_ms']:.2f}", "", "",
+                         f"{cli['ratio_median']:.2f}x curl (median)" if tool == "fetchctl" else "",
+                         f"n={e['n']}, sequential, interleaved"))
     for which in ("fresh", "after_load"):
         e = s.get(f"idle.{which}")
         if e:
@@ -1035,9 +1054,10 @@ def main():
     ap.add_argument("--quick", action="store_true", help="1 round each, small counts: checks the harness")
     ap.add_argument("--profile", action="store_true", help="perf record fetchd under the c=64 small-GET load")
     ap.add_argument("--results", default=os.path.join(BENCH, "results"))
-    ap.add_argument("--only", choices=["rate", "redis"],
+    ap.add_argument("--only", choices=["rate", "redis", "fetchctl"],
                     help="run only these rounds (rate: the request-rate limit rows; redis: the shared limit rows)")
     ap.add_argument("--rate-rounds", type=int, default=3, help="rounds of the rate-limit rows")
+    ap.add_argument("--cli-calls", type=int, default=200, help="calls of each tool in the fetchctl-vs-curl row")
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.large_rounds, args.n, args.n64, args.pings = 1, 1, 1000, 1000, 2000
@@ -1047,7 +1067,7 @@ def main():
     src = args.bin or os.environ.get("FETCHD_BIN") or os.path.join(REPO, ".build", "release", "fetchd")
     if not os.access(src, os.X_OK):
         sys.exit(f"no fetchd binary at {src}: run `make bench` (it builds the release daemon)")
-    for tool in ("gcc", "curl", "pkg-config") + (("aria2c",) if args.only not in ("rate", "redis") else ()) + \
+    for tool in ("gcc", "curl", "pkg-config") + (("aria2c",) if args.only not in ("rate", "redis", "fetchctl") else ()) + \
             (("redis-server", "redis-benchmark", "redis-cli") if args.only in (None, "redis") else ()) + \
             (("perf",) if args.profile else ()):
         if not shutil.which(tool):
@@ -1084,7 +1104,7 @@ def main():
                   f"{os.cpu_count()}-core machine makes the numbers noisy")
         print("fetchd runs with --max-per-host 0 (no per-host cap; the default is 10); "
               "loopback nginx, 1 worker; medians of interleaved rounds", flush=True)
-        if args.only not in ("rate", "redis"):
+        if args.only not in ("rate", "redis", "fetchctl"):
             b.start_sink()
             b.start_echo()
             b.start_aria2()
@@ -1092,7 +1112,7 @@ def main():
         b.fetchd, b.sock = b.start_fetchd()
         time.sleep(1.0)
         t_start = time.monotonic()
-        if args.only not in ("rate", "redis"):
+        if args.only not in ("rate", "redis", "fetchctl"):
             print("idle (fresh daemon, 5 s) ...", flush=True)
             b.record(("idle", "fresh"), b.idle, b.fetchd.pid)
             # Warm-up, not recorded: connections, page cache, first allocations.
@@ -1127,12 +1147,21 @@ def main():
                     b.record(key, b.ping, sock, args.pings)
                 print(f"downloads, uploads, pings: round {rnd + 1}/{args.large_rounds} done", flush=True)
 
-        if args.only != "redis":
+        if args.only in (None, "fetchctl"):
+            fetchctl = compiled_fetchctl()
+            if fetchctl:
+                n = 30 if args.quick else max(10, args.cli_calls)
+                print(f"fetchctl fetch against curl, {n} calls each ...", flush=True)
+                cli_calls(fetchctl, b.sock, b.small, 5)   # warm-up: page cache, the daemon's connection
+                b.record(("cli", "fetchctl"), cli_calls, fetchctl, b.sock, b.small, n)
+            else:
+                print("fetchctl against curl: skipped, the compiled fetchctl is not built (make fetchctl)")
+        if args.only not in ("redis", "fetchctl"):
             rate_rounds(b, 1 if args.quick else max(1, args.rate_rounds))
         if args.only in (None, "redis"):
             redis_rounds(b, 1 if args.quick else max(1, args.rate_rounds))
 
-        if args.only not in ("rate", "redis"):
+        if args.only not in ("rate", "redis", "fetchctl"):
             # The daemon hands freed memory back to the system once, 2 s after its last job
             # (IdleMemoryRelease); idle is measured once that has happened.
             time.sleep(3.0)

@@ -470,6 +470,7 @@ int handle_answer(session *s, transfer *t, fetchd_status st, json_t *result, con
         const char *m = "HTTP server doesn't seem to support byte ranges. Cannot resume.";
         if (t->resume_tmp)
             unlink(t->resume_tmp);
+        t->body_refused = 1;
         say_failure(o, m);
         write_out(t, o->write_out, status, 33, m);
         rc = 33;

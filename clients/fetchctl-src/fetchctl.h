@@ -80,6 +80,8 @@ int64_t now_us(void);
 int valid_utf8(const char *s, size_t len);
 /* Base64 of len bytes (malloc'd, NUL-terminated). */
 char *base64_encode(const unsigned char *data, size_t len);
+/* How many bytes the base64 text in decodes to. */
+size_t base64_decoded_size(const char *in);
 /* Decodes base64 into a malloc'd buffer; NULL when it is not base64. */
 unsigned char *base64_decode(const char *in, size_t in_len, size_t *out_len);
 /* A member of an object as a string ("" when missing or not a string). */
@@ -120,6 +122,8 @@ void interrupt_start(void);
 void interrupt_set_client(fetchd_client *client);
 void interrupt_add_job(const char *job_id);
 void interrupt_remove_job(const char *job_id);
+/* Ctrl-C was pressed: no further URL is started. */
+int interrupt_requested(void);
 /* The progress bar left a line open on stderr: a message must start on a new line. */
 void interrupt_progress_drawn(int drawn);
 /* Ctrl-C exits 130 (simple commands): the default disposition would kill the process. */

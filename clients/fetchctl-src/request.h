@@ -117,6 +117,7 @@ typedef struct transfer {
     int progress_drawn;
     int64_t progress_t0;
     int wrote_file;             /* -o FILE was opened for this answer */
+    int body_refused;           /* -C - and no range in the answer: curl reads none of its body */
     /* what -w needs, filled from the answer */
     json_t *result;
     int status;

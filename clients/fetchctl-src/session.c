@@ -144,6 +144,7 @@ static struct {
     char **jobs;
     size_t n_jobs, cap;
     atomic_int progress_drawn;
+    atomic_int requested;
     int started;
 } intr = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -161,6 +162,7 @@ static void *interrupt_main(void *arg) {
     pthread_mutex_lock(&intr.lock);
     if (!intr.client || intr.n_jobs == 0)
         _exit(EXIT_INTERRUPTED);
+    atomic_store(&intr.requested, 1);
     for (size_t i = 0; i < intr.n_jobs; i++) {
         say("cancelling job %s", intr.jobs[i]);
         /* on the job's own connection: the daemon answers the job's request with -32002 */
@@ -175,7 +177,16 @@ static void *interrupt_main(void *arg) {
     _exit(EXIT_CANCELLED);
 }
 
+/* A SIGINT ignored when fetchctl started (a background job of a script) stays ignored, as
+ * the shell meant. */
+static int sigint_ignored(void) {
+    struct sigaction old;
+    return sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler == SIG_IGN;
+}
+
 void interrupt_start(void) {
+    if (sigint_ignored())
+        return;
     static sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
@@ -219,6 +230,10 @@ void interrupt_remove_job(const char *job_id) {
     pthread_mutex_unlock(&intr.lock);
 }
 
+int interrupt_requested(void) {
+    return atomic_load(&intr.requested);
+}
+
 void interrupt_progress_drawn(int drawn) {
     atomic_store(&intr.progress_drawn, drawn);
 }
@@ -231,6 +246,8 @@ static void exit_130(int sig) {
 }
 
 void interrupt_exit_130(void) {
+    if (sigint_ignored())
+        return;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = exit_130;

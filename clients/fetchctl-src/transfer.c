@@ -221,7 +221,7 @@ static void *worker(void *arg) {
         pthread_mutex_lock(&p->lock);
         size_t i = p->next++;
         pthread_mutex_unlock(&p->lock);
-        if (i >= p->o->n_urls)
+        if (i >= p->o->n_urls || interrupt_requested())
             return NULL;
         char *job = job_id_for(p->base_job, i);
         int rc = run_one(p->s, p->o, i, job, p->jar, &p->output_lock);
@@ -321,7 +321,7 @@ int run_request(request_opts *o) {
     } else {
         /* one after the other, as curl: the nth -o or -O goes with the nth URL, the exit
          * status is the last one's */
-        for (size_t i = 0; i < o->n_urls; i++) {
+        for (size_t i = 0; i < o->n_urls && !interrupt_requested(); i++) {
             char *job = job_id_for(base_job, i);
             rc = run_one(&s, o, i, job, jar, NULL);
             free(job);

@@ -346,6 +346,13 @@ static int b64_value(unsigned char c) {
     return -1;
 }
 
+size_t base64_decoded_size(const char *in) {
+    size_t n = strlen(in);
+    while (n && in[n - 1] == '=')
+        n--;
+    return n * 3 / 4;
+}
+
 unsigned char *base64_decode(const char *in, size_t in_len, size_t *out_len) {
     unsigned char *out = xmalloc(in_len / 4 * 3 + 4);
     size_t n = 0;

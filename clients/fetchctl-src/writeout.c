@@ -28,6 +28,14 @@ static void gather(const transfer *t, facts *f) {
     f->content_type = jstr(json_object_get(r, "headers"), "content-type");
     f->remote_ip = jstr(r, "remoteAddress");
     f->size = json_integer_value(json_object_get(r, "bytes"));
+    /* a download answered outside 2xx wrote nothing (bytes 0) but received the body it carries */
+    json_t *text = json_object_get(r, "body"), *b64 = json_object_get(r, "bodyBase64");
+    json_int_t carried = json_is_string(text) ? (json_int_t)json_string_length(text)
+                       : json_is_string(b64) ? (json_int_t)base64_decoded_size(json_string_value(b64)) : 0;
+    if (carried > f->size)
+        f->size = carried;
+    if (t->body_refused)
+        f->size = 0;
     f->redirects = json_integer_value(json_object_get(r, "redirects"));
     f->sent = json_integer_value(json_object_get(r, "sentBytes"));
     json_t *timings = json_object_get(r, "timings");

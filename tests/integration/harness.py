@@ -35,6 +35,18 @@ FETCHD_BIN = os.environ.get("FETCHD_BIN", os.path.join(REPO, ".build", "debug", 
 # The fetchctl the black-box tests run: $FETCHCTL, else the one in clients/.
 FETCHCTL = os.environ.get("FETCHCTL") or os.path.join(REPO, "clients", "fetchctl")
 
+
+def compiled_fetchctl():
+    """The compiled fetchctl (clients/fetchctl-src): $FETCHCTL, else clients/fetchctl when it is
+    not the shell script, else .build/fetchctl-c/fetchctl (make fetchctl); None when none is built."""
+    for path in (os.environ.get("FETCHCTL"), os.path.join(REPO, "clients", "fetchctl"),
+                 os.path.join(REPO, ".build", "fetchctl-c", "fetchctl")):
+        if path and os.access(path, os.X_OK):
+            with open(path, "rb") as f:
+                if f.read(2) != b"#!":
+                    return path
+    return None
+
 INDEX_HTML = "<!doctype html>\n<html><body><h1>fetchd test index</h1></body></html>\n"
 SMALL_TXT = ("0123456789" * 10)[:99] + "\n"  # 100 bytes
 UTF8_TXT = "Grüße aus Köln — 日本語テキスト — emoji 😀\n"
