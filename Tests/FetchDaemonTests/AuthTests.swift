@@ -138,6 +138,28 @@ final class AuthTests: XCTestCase {
         XCTAssertEqual(cache.fetched(.success(token("t", until: nil))).waiters, [2])
     }
 
+    /// A helper's own words (its stderr line) go to the request that ran it, not to the
+    /// requests that only waited for it, nor to getAuth.
+    func testAHelpersWordsGoToTheRequestThatRanIt() throws {
+        let pending = Locked<[@Sendable (Result<Credential, AuthProblem>) -> Void]>([])
+        let store = CredentialStore(now: { 0 }) { _, _, done in pending.withLock { $0.append(done) } }
+        let grant = OAuth2Grant(tokenURL: "http://127.0.0.1:1/token", clientID: "id", clientSecret: .inline("s"))
+        store.set(AuthRule(host: AuthHostPattern("api.test")!, kind: .oauth2(grant)))
+        let match = try XCTUnwrap(store.match(name: "api.test", port: 443))
+        let told = Locked<[UInt64: String]>([:])
+        for id: UInt64 in [7, 8, 9] {
+            store.wait(match, id: id, for: CredentialRequest(url: "https://api.test/", method: "GET", host: "api.test:443",
+                                                             challenge: nil)) { result in
+                if case .failure(let problem as AuthProblem) = result { told.withLock { $0[id] = problem.detail } }
+            }
+        }
+        let done = try XCTUnwrap(pending.withLock { $0.first })
+        done(.failure(AuthProblem("the helper exited with status 1", helperSaid: "no login: run gh auth login")))
+        XCTAssertEqual(told.withLock { $0 }, [7: "the helper exited with status 1: no login: run gh auth login",
+                                              8: "the helper exited with status 1", 9: "the helper exited with status 1"])
+        XCTAssertEqual(store.status().first?.lastError, "the helper exited with status 1")
+    }
+
     /// The store with a fetch the test ends by hand: one fetch for concurrent waiters.
     func testTheStoreFetchesOncePerRule() throws {
         let pending = Locked<[@Sendable (Result<Credential, AuthProblem>) -> Void]>([])
@@ -270,7 +292,6 @@ final class AuthTests: XCTestCase {
         let credential = Credential.aws(provider: "aws:amz:r:s", AWSSigV4Rule.Keys(accessKeyID: "A", secretAccessKey: "S", sessionToken: "T"))
         XCTAssertEqual(credential.signing, AWSSigV4(provider: "aws:amz:r:s", accessKeyID: "A", secretAccessKey: "S"))
         XCTAssertEqual(credential.headers, [HTTPHeader("X-Amz-Security-Token", "T")])
-        XCTAssertTrue(credential.staysOnHost)
         XCTAssertEqual(Set(credential.secrets), ["S", "A", "T"])
     }
 
@@ -295,6 +316,13 @@ final class AuthTests: XCTestCase {
                                                                             challenge: "Bearer realm=\"r\"")))
         XCTAssertEqual(input, ["version": 1, "action": "get", "url": "https://h/x", "method": "GET", "host": "h:443",
                                "challenge": "Bearer realm=\"r\""])
+        for bad in [#"{"headers": {"A": "b"}, "expiresIn": "abc"}"#, #"{"headers": {"A": "b"}, "expiresIn": null}"#,
+                    #"{"headers": {"A": "b"}, "expiresIn": [1]}"#] {
+            XCTAssertEqual(read(bad), .failure(AuthProblem("the helper's output has an \"expiresIn\" that is not a number of seconds")),
+                           bad)
+        }
+        XCTAssertEqual(read(#"{"headers": {"A": "b"}, "expiresAt": "soon"}"#),
+                       .failure(AuthProblem("the helper's output has an \"expiresAt\" that is not a number of seconds")))
         XCTAssertEqual(HelperRule.firstLine(Array("  oops: no token \nmore\n".utf8)), "oops: no token")
         XCTAssertNil(HelperRule.firstLine([]))
     }

@@ -56,6 +56,24 @@ final class JobMachineTests: XCTestCase {
         XCTAssertEqual(m.attempts, 2, "one job, two attempts")
     }
 
+    func testARedirectTheDaemonFollowsIsTheSameAttempt() {
+        // Each hop is a step through the stages, not another attempt; a retry after it is one.
+        var (m, actions, _) = run([.begin, .starting, .attemptEnded(.follow), .starting, .attemptEnded(.follow), .starting])
+        XCTAssertEqual(actions, [.attempt, .startTransfer, .attempt, .startTransfer, .attempt, .startTransfer])
+        XCTAssertEqual(m.attempts, 1, "one attempt, three hops")
+        (m, _, _) = run([.attemptEnded(.again(delay: 0, reason: "status 503")), .retryTimerFired, .starting], from: m)
+        XCTAssertEqual(m.attempts, 2)
+        // A stored redirect answered without the network: the hop is the first attempt.
+        (m, actions, _) = run([.begin, .attemptEnded(.follow), .starting, .attemptEnded(.final)])
+        XCTAssertEqual(actions, [.attempt, .attempt, .startTransfer, .finish])
+        XCTAssertEqual(m.attempts, 1)
+        // A hop whose step ended before it started (a credential it could not get) does not
+        // make the retry after it a hop.
+        (m, _, _) = run([.begin, .starting, .attemptEnded(.follow), .attemptEnded(.again(delay: 0, reason: "x")),
+                         .retryTimerFired, .starting])
+        XCTAssertEqual(m.attempts, 2)
+    }
+
     func testAHoldThatRefusesTheAttempt() {
         // The host's queue is full (-32005): the attempt ends without starting.
         let (m, actions, _) = run([.begin, .held, .attemptEnded(.final), .resultMade(succeeded: false)])

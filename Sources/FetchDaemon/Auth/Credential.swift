@@ -16,9 +16,6 @@ struct Credential: Sendable, Equatable {
     var kept: Bool
     /// AWS Signature Version 4: libcurl signs the request with these keys.
     var signing: AWSSigV4? = nil
-    /// The request must not follow redirects: a header of the credential (an AWS session
-    /// token) is one that libcurl would send on to another host.
-    var staysOnHost = false
 
     static func bearer(_ token: String, kept: Bool = true) -> Credential {
         Credential(headers: [HTTPHeader("Authorization", "Bearer \(token)")], secrets: ["Bearer \(token)", token],
@@ -32,7 +29,6 @@ struct Credential: Sendable, Equatable {
         if let token = keys.sessionToken {
             credential.headers.append(HTTPHeader("X-Amz-Security-Token", token))
             credential.secrets.append(token)
-            credential.staysOnHost = true
         }
         return credential
     }
@@ -56,8 +52,22 @@ struct CredentialRequest: Sendable {
 /// Why a credential could not be made (a token endpoint's refusal, an unreadable file):
 /// never a secret, since it is shown to clients and in getAuth's `lastError`.
 struct AuthProblem: Error, Sendable, Equatable {
+    /// In the daemon's words: every request that waited for the fetch is told, and getAuth.
     let reason: String
-    init(_ reason: String) { self.reason = reason }
+    /// The first line of a helper's stderr, its own words: told only to the request that ran
+    /// the helper, and written to the daemon's log (URLs redacted, as everywhere).
+    var helperSaid: String? = nil
+
+    init(_ reason: String, helperSaid: String? = nil) {
+        self.reason = reason
+        self.helperSaid = helperSaid
+    }
+
+    /// The whole text, for the request that ran the fetch and the daemon's log.
+    var detail: String { helperSaid.map { "\(reason): \($0)" } ?? reason }
+
+    /// What the other requests that waited are told.
+    var withoutHelperWords: AuthProblem { AuthProblem(reason) }
 }
 
 /// One rule's credential over time, pure (the clock is an argument): the one held, and the
@@ -131,10 +141,17 @@ struct CredentialCache<Waiter> {
 
 /// A request failed because its rule's credential could not be made: -32001 kind `auth`
 /// (ErrorMapping), naming the rule and the reason.
-struct AuthFailed: Error, Sendable {
+struct AuthFailed: Error, Sendable, RequesterOnlyDetail {
     let jobID: String
     /// The rule's host pattern.
     let rule: String
+    /// As the job's own request is told (`AuthProblem.detail`).
     let reason: String
     let attempts: Int
+    /// As everyone else is told (getJob, attach, HTTP logs): without the helper's words.
+    var sharedReason: String? = nil
+
+    var withoutRequesterDetail: any Error {
+        AuthFailed(jobID: jobID, rule: rule, reason: sharedReason ?? reason, attempts: attempts)
+    }
 }

@@ -143,26 +143,36 @@ final class CredentialStore: Sendable {
         case .gone: waiter(.failure(AuthProblem("the rule for \(match.host) was replaced or removed while the request waited")))
         case .fetch:
             log?.debug("auth: fetching the credential of the \(match.rule.type) rule for \(match.host)")
-            fetch(match.rule, request) { [self] result in fetched(match, result) }
+            fetch(match.rule, request) { [self] result in fetched(match, result, ranFor: id) }
         }
     }
 
-    private func fetched(_ match: Match, _ result: Result<Credential, AuthProblem>) {
-        let (waiters, generation) = state.withLock { s -> ([Waiter], Int) in
-            if var entry = s.retired.removeValue(forKey: match.ruleID) {
-                return entry.cache.fetched(result)
+    /// The fetch started for waiter `runner` ended: every waiter gets its result; a helper's
+    /// own words (its stderr line) go to `runner` alone, and to the log.
+    private func fetched(_ match: Match, _ result: Result<Credential, AuthProblem>, ranFor runner: UInt64) {
+        let (own, waiters, generation) = state.withLock { s -> (Waiter?, [Waiter], Int) in
+            func end(_ cache: inout CredentialCache<Waiter>) -> (Waiter?, [Waiter], Int) {
+                // Taken out first (unless it was cancelled): it is resumed with its own answer.
+                let own = cache.cancel(id: runner)
+                let (waiters, generation) = cache.fetched(result)
+                return (own, waiters, generation)
             }
-            guard let index = s.entries.firstIndex(where: { $0.id == match.ruleID }) else { return ([], 0) }
-            return s.entries[index].cache.fetched(result)
+            if var entry = s.retired.removeValue(forKey: match.ruleID) { return end(&entry.cache) }
+            guard let index = s.entries.firstIndex(where: { $0.id == match.ruleID }) else { return (nil, [], 0) }
+            return end(&s.entries[index].cache)
         }
         switch result {
         case .success(let credential):
             let expiry = credential.expiresAt.map { ", expires in \(Int(($0 - now()).rounded())) s" } ?? ""
-            if credential.kept { log?.info("auth: rule for \(match.host): credential fetched for \(waiters.count) request(s)\(expiry)") }
+            let count = waiters.count + (own == nil ? 0 : 1)
+            if credential.kept { log?.info("auth: rule for \(match.host): credential fetched for \(count) request(s)\(expiry)") }
+            own?(.success((credential, generation)))
             waiters.forEach { $0(.success((credential, generation))) }
         case .failure(let problem):
-            log?.warning("auth: rule for \(match.host): \(problem.reason)")
-            waiters.forEach { $0(.failure(problem)) }
+            log?.warning("auth: rule for \(match.host): \(problem.detail)")
+            own?(.failure(problem))
+            let told = problem.withoutHelperWords
+            waiters.forEach { $0(.failure(told)) }
         }
     }
 

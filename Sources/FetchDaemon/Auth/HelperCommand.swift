@@ -74,6 +74,12 @@ struct HelperRule: Sendable {
             credential.secrets.append(text)
             if let space = text.firstIndex(of: " ") { credential.secrets.append(String(text[text.index(after: space)...])) }
         }
+        // Each, when given, is a number: anything else is not the output the contract asks for.
+        for name in ["expiresIn", "expiresAt"] {
+            if let value = object[name], !(value.numberValue?.isFinite ?? false) {
+                return .failure(AuthProblem("the helper's output has an \"\(name)\" that is not a number of seconds"))
+            }
+        }
         let lifetime: Double? = if let seconds = object["expiresIn"]?.numberValue {
             seconds
         } else if let at = object["expiresAt"]?.numberValue {
@@ -81,7 +87,7 @@ struct HelperRule: Sendable {
         } else {
             nil
         }
-        if let lifetime, lifetime.isFinite {
+        if let lifetime {
             credential.kept = true
             credential.expiresAt = now + lifetime
             credential.usableUntil = now + lifetime
@@ -89,8 +95,14 @@ struct HelperRule: Sendable {
         return .success(credential)
     }
 
+    /// How often the helper's exit is looked for while its pipes stay open (a background child
+    /// of it may hold them for as long as it lives).
+    static let exitCheckMilliseconds: Int32 = 20
+
     /// Runs the helper to its end or its timeout, on the calling (blocking) thread: its stdout,
-    /// or why there is none (the first line of its stderr, never its stdout).
+    /// or why there is none (the first line of its stderr, never its stdout). Its exit is the
+    /// end: what its pipes hold then is its output, even when a child it left in the
+    /// background still holds them open.
     func run(input: [UInt8]) -> Result<[UInt8], AuthProblem> {
         var pipes: [[Int32]] = []
         for _ in 0..<3 {
@@ -114,14 +126,41 @@ struct HelperRule: Sendable {
             [stdinWrite, stdoutRead, stderrRead].forEach { close($0) }
             return .failure(AuthProblem("cannot start the helper \(command[0]): \(String(cString: strerror(-pid)))"))
         }
-        _ = fcntl(stdinWrite, F_SETFL, fcntl(stdinWrite, F_GETFL) | O_NONBLOCK)
+        for fd in [stdinWrite, stdoutRead, stderrRead] { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
         var toWrite = input[...]
         var stdout: [UInt8] = [], stderr: [UInt8] = []
         var live: [Int32: Bool] = [stdinWrite: true, stdoutRead: true, stderrRead: true]
         let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
         var timedOut = false
+        var status: Int32 = 0
+        var exited = false
         var buffer = [UInt8](repeating: 0, count: 16 << 10)
+        /// Takes what `fd` holds now; at its end (or an error) it is closed.
+        func take(_ fd: Int32) {
+            while true {
+                let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n < 0 && errno == EINTR { continue }
+                if n < 0 && errno == EAGAIN { return }
+                guard n > 0 else {
+                    close(fd)
+                    live[fd] = false
+                    return
+                }
+                if fd == stdoutRead {
+                    if stdout.count < Self.maxOutputBytes { stdout += buffer[0..<n] }
+                } else if stderr.count < Self.maxOutputBytes {
+                    stderr += buffer[0..<n]
+                }
+            }
+        }
         while live[stdoutRead] == true || live[stderrRead] == true {
+            if !exited, waitpid(pid, &status, WNOHANG) == pid {
+                // Its exit is the end: the pipes hold all it wrote (a child it left in the
+                // background may keep them open for as long as it lives).
+                exited = true
+                for fd in [stdoutRead, stderrRead] where live[fd] == true { take(fd) }
+                break
+            }
             let left = deadline - ContinuousClock.now
             guard left > .zero else {
                 timedOut = true
@@ -130,8 +169,8 @@ struct HelperRule: Sendable {
             var polled = live.filter(\.value).keys.sorted().map { fd in
                 pollfd(fd: fd, events: Int16(fd == stdinWrite ? POLLOUT : POLLIN), revents: 0)
             }
-            let ms = Int32(min(1000, max(1, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000)))
-            let ready = poll(&polled, nfds_t(polled.count), ms)
+            let leftMs = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000
+            let ready = poll(&polled, nfds_t(polled.count), Int32(min(Int64(Self.exitCheckMilliseconds), max(1, leftMs))))
             if ready < 0 && errno == EINTR { continue }
             guard ready > 0 else { continue }
             for entry in polled where entry.revents != 0 {
@@ -144,18 +183,7 @@ struct HelperRule: Sendable {
                     }
                     continue
                 }
-                let n = buffer.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
-                if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
-                if n <= 0 {
-                    close(entry.fd)
-                    live[entry.fd] = false
-                    continue
-                }
-                if entry.fd == stdoutRead {
-                    if stdout.count < Self.maxOutputBytes { stdout += buffer[0..<n] }
-                } else if stderr.count < Self.maxOutputBytes {
-                    stderr += buffer[0..<n]
-                }
+                take(entry.fd)
             }
         }
         for (fd, isOpen) in live where isOpen { close(fd) }
@@ -163,17 +191,18 @@ struct HelperRule: Sendable {
             kill(-pid, SIGKILL)
             kill(pid, SIGKILL)
         }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        if !exited {
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        }
         if timedOut {
             return .failure(AuthProblem("the helper ran past its timeout of \(Self.seconds(timeout)) s and was killed"))
         }
-        let detail = Self.firstLine(stderr).map { ": \($0)" } ?? ""
+        let said = Self.firstLine(stderr)
         if status & 0x7f != 0 {
-            return .failure(AuthProblem("the helper was killed by signal \(status & 0x7f)\(detail)"))
+            return .failure(AuthProblem("the helper was killed by signal \(status & 0x7f)", helperSaid: said))
         }
         let code = (status >> 8) & 0xff
-        guard code == 0 else { return .failure(AuthProblem("the helper exited with status \(code)\(detail)")) }
+        guard code == 0 else { return .failure(AuthProblem("the helper exited with status \(code)", helperSaid: said)) }
         return .success(stdout)
     }
 

@@ -322,7 +322,16 @@ enum CacheRules {
 
     /// The request's values of those fields, normalised (lines combined, blanks around commas
     /// dropped): equal keys match (4.1). A field the request lacks matches only its absence.
+    /// Kept as a digest (the fields may be credentials: `Vary: Authorization`, an API key
+    /// header), so the index never holds a request's secret; "" when nothing varies.
     static func varyKey(names: [String], requestHeaders: [HTTPHeader]) -> String {
+        guard !names.isEmpty else { return "" }
+        var digest = SHA256()
+        digest.update(Array(varyText(names: names, requestHeaders: requestHeaders).utf8))
+        return digest.finishHex()
+    }
+
+    private static func varyText(names: [String], requestHeaders: [HTTPHeader]) -> String {
         var key = ""
         for name in names {
             let values = requestHeaders.filter { $0.name.caseInsensitiveEquals(name) }.map { $0.value }

@@ -125,7 +125,16 @@ struct JobDriver: Sendable {
     // MARK: an attempt through the stages
 
     private func beginAttempt(_ job: Job) {
-        let attempt = Attempt(number: job.attempts + 1, request: job.spec.request)
+        let attempt: Attempt
+        if job.pipeline.auth.hasRedirects {
+            // A redirect the daemon follows (RedirectFollowing): the step goes to the hop,
+            // and a hop it has just followed is a step of the same attempt.
+            let hop = job.pipeline.auth.redirects.takeHop()
+            attempt = Attempt(number: hop ? max(1, job.attempts) : job.attempts + 1, request: job.spec.request)
+            job.pipeline.auth.redirects.apply(to: &attempt.request)
+        } else {
+            attempt = Attempt(number: job.attempts + 1, request: job.spec.request)
+        }
         if job.spec.preparesOnWorker {
             services.blocking.execute { prepare(job, attempt, from: 0) }
         } else {
@@ -217,7 +226,11 @@ struct JobDriver: Sendable {
         attempt.request.recordsExchange = attempt.request.recordsExchange || services.httpLog.isEnabled
         // Bodies kept in memory count against what the client's connection may hold.
         if case .memory = attempt.request.destination { attempt.request.bodyBudget = job.bodyBudget }
-        let recording = attempt.request.recordsExchange ? (Date(), attempt.request, attempt.ruleSecrets) : nil
+        var secrets = attempt.ruleSecrets
+        // A hop the daemon followed is logged with the secrets of the hops before it too
+        // (its answer's exchange shows them all).
+        if job.pipeline.auth.hasRedirects { secrets += job.pipeline.auth.redirects.earlierSecrets }
+        let recording = attempt.request.recordsExchange ? (Date(), attempt.request, secrets) : nil
         services.events?.publish(job, .started)
         if let substitute = attempt.substitute {
             return substituted(job, attempt, prepared: prepared, substitute, recording: recording)
@@ -278,6 +291,17 @@ struct JobDriver: Sendable {
             case .next:
                 decision = .next
                 break judging
+            case .follow:
+                decision = .follow
+                break judging
+            }
+        }
+        if job.pipeline.auth.hasRedirects {
+            switch decision {
+            // A retry starts over from the job's own URL, as libcurl's would.
+            case .again: job.pipeline.auth.redirects = RedirectFollowing()
+            case .final: outcome = outcome.map { job.pipeline.auth.redirects.completed($0) }
+            case .next, .follow: break
             }
         }
         if decision != .final, job.pipeline.retry.failures > failuresBefore { saveRetryState(job) }
@@ -356,8 +380,12 @@ struct JobDriver: Sendable {
 
     /// The job is over: unregistered, logged, and answered, once (the machine hands out the
     /// reply with the one transition that answers).
-    private func ended(_ job: Job, _ answer: Result<JSONValue, any Error>, _ reply: ReplyingRPCMethod.Reply?) {
+    private func ended(_ job: Job, _ own: Result<JSONValue, any Error>, _ reply: ReplyingRPCMethod.Reply?) {
         guard let reply else { return }
+        // What the job's own request alone is told (a helper's stderr line) stays out of
+        // what everyone else sees: getJob, attach, HTTP logs.
+        var answer = own
+        if case .failure(let error as any RequesterOnlyDetail) = own { answer = .failure(error.withoutRequesterDetail) }
         for stage in job.spec.stages { stage.jobEnded(job, answer) }
         let outcome: HARBuilder.JobOutcome
         switch answer {
@@ -383,11 +411,17 @@ struct JobDriver: Sendable {
         }
         services.httpLog.jobFinished(job, outcome: outcome)
         services.log.debug("job \(job.id): \(outcome.text) after \(job.attempts) attempt(s), \(ContinuousClock.now - job.startedAt)")
-        reply(answer)
+        reply(own)
         // Attached after the job left the registry is impossible: the registry attaches
         // only live jobs, under its lock, and `finish` above took the job out.
         for attached in job.takeAttached() { attached.reply(answer) }
     }
+}
+
+/// An error with a part that only the request that caused it is told (a helper's stderr
+/// line): everyone else (getJob, attach, HTTP logs) sees it without.
+protocol RequesterOnlyDetail: Error {
+    var withoutRequesterDetail: any Error { get }
 }
 
 extension Result {

@@ -5,7 +5,7 @@
 /// after letting go of it.
 ///
 /// ```
-///            begin / retryTimerFired / next
+///            begin / retryTimerFired / next / follow
 ///   queued ─────────────► (attempt: the stages prepare it) ──held──► waitingForHost
 ///     ▲                       │ starting                              │ released
 ///     │                       ▼                                       ▼
@@ -93,6 +93,9 @@ struct JobMachine: Sendable, Equatable {
         /// The job's next step at once: a resumable upload's next chunk, a download that
         /// starts over after a 416. Not a retry.
         case next
+        /// A redirect the daemon follows: the next step goes to the hop at once, as the same
+        /// attempt (not counted again).
+        case follow
         case final
     }
 
@@ -152,6 +155,8 @@ struct JobMachine: Sendable, Equatable {
     /// Attempts handed to the engine so far (a resumed durable job's count goes on from
     /// what its daemon before wrote down).
     private(set) var attempts: Int
+    /// The next start is a redirect hop of the attempt that started last (`follow`).
+    private var hopNext = false
 
     init(attempts: Int = 0) {
         self.attempts = attempts
@@ -174,7 +179,9 @@ struct JobMachine: Sendable, Equatable {
 
         case (.queued, .starting):
             state = .running
-            attempts += 1
+            // A hop is the same attempt, unless none started before it (a stored redirect).
+            if !hopNext || attempts == 0 { attempts += 1 }
+            hopNext = false
             return (Actions(.startTransfer), true)
         case (.cancelled, .starting), (.cancelled, .released):
             // Cancelled while the stages prepared it, or as the host let it go.
@@ -188,9 +195,16 @@ struct JobMachine: Sendable, Equatable {
 
         case (.running, .attemptEnded(.next)):
             state = .queued
+            hopNext = false
+            return (Actions(.attempt), true)
+        case (.running, .attemptEnded(.follow)), (.queued, .attemptEnded(.follow)):
+            // (queued: a stored redirect answered the step without the network)
+            state = .queued
+            hopNext = true
             return (Actions(.attempt), true)
         case (.running, .attemptEnded(.again(let delay, let reason))), (.queued, .attemptEnded(.again(let delay, let reason))):
             state = .waitingToRetry(until: now() + delay)
+            hopNext = false
             return (Actions(.scheduleRetry(delay: delay, attempt: attempts + 1, reason: reason)), true)
         case (.running, .attemptEnded(.final)), (.queued, .attemptEnded(.final)), (.waitingForHost, .attemptEnded(.final)):
             // (held: the queue refused it)

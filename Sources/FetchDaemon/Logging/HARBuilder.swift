@@ -24,14 +24,20 @@ struct HARBuilder {
 
     func har(job: Job.Info, records: [Job.AttemptRecord], outcome: JobOutcome) -> JSONValue {
         var entries: [JSONValue] = []
+        // A redirect the daemon follows is a record of its own with its attempt's number:
+        // its hops go on from the ones before.
+        var hopsBefore: [Int: Int] = [:]
         for (recordIndex, record) in records.enumerated() {
             var redaction = Redaction(enabled: settings.redact, ruleSecrets: record.ruleSecrets)
             let hops = hops(of: record)
             redaction.learn(from: record.request, hops: hops)
+            let first = hopsBefore[record.number, default: 0]
+            hopsBefore[record.number] = first + hops.count
             for (index, hop) in hops.enumerated() {
                 let last = index == hops.count - 1
                 let cache = last && recordIndex == records.count - 1 ? job.cache ?? [:] : [:]
-                entries.append(entry(record: record, hop: hop, hopIndex: index, isLast: last, redaction: redaction, cache: cache))
+                entries.append(entry(record: record, hop: hop, hopIndex: first + index, isLast: last, redaction: redaction,
+                                     cache: cache))
             }
         }
         var comment = "fetchd job \(job.id): \(outcome.text)"

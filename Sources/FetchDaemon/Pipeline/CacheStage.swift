@@ -4,7 +4,7 @@ import Glibc
 import JSONRPC
 
 /// The HTTP cache (docs/cache.md, RFC 9111 as a private cache; the rules are `CacheRules`).
-/// After the credential stage (a rule's Authorization is part of what an answer is stored
+/// After the credential stage (every header a rule adds is part of what an answer is stored
 /// under) and before the host's limits (a hit takes no host slot). For a GET it may use:
 ///
 /// - a hold that looks the request up on the blocking threads (SQLite and the body file are
@@ -19,7 +19,8 @@ import JSONRPC
 /// Without --cache-dir (`cache` nil) it costs one comparison per attempt.
 final class CacheStage: Stage {
     /// Where an answer is stored: the URL, and a digest of what makes it one user's
-    /// (Authorization, Cookie, the jar, a client certificate, the route to the server).
+    /// (Authorization, a rule's headers, Cookie, the jar, a client certificate, the route to
+    /// the server).
     struct Key: Sendable, Equatable {
         let url: String
         let partition: String
@@ -197,16 +198,19 @@ final class CacheStage: Stage {
               request.body == .none, request.range == nil, case .memory = request.destination,
               !request.headers.contains(where: { h in CacheRules.conditionalFields.contains { h.name.caseInsensitiveEquals($0) } }),
               !CacheRules.RequestDirectives(request.headers).noStore else { return nil }
-        return Key(url: CacheRules.primaryKey(request.url), partition: partition(request))
+        return Key(url: CacheRules.primaryKey(request.url),
+                   partition: partition(request, ruleHeaders: CredentialStage.ruleHeaders(of: attempt)))
     }
 
     /// A digest of what makes an answer one user's or one route's: an answer is reused only
-    /// for requests with the same (protocol.md: the same Authorization, the rule's included).
-    static func partition(_ request: HTTPRequest) -> String {
+    /// for requests with the same (protocol.md: the same Authorization, and every header an
+    /// auth rule added). Only the digest is stored, never a credential.
+    static func partition(_ request: HTTPRequest, ruleHeaders: [HTTPHeader] = []) -> String {
         var text = ""
         for name in ["Authorization", "Proxy-Authorization", "Cookie"] {
             for header in request.headers where header.name.caseInsensitiveEquals(name) { text += "\(name):\(header.value)\n" }
         }
+        for header in ruleHeaders { text += "rule \(header.name.lowercased()):\(header.value)\n" }
         text += "jar:\(request.cookieJar ?? "")\ncert:\(request.certFile ?? "")\nkey:\(request.keyFile ?? "")\n"
         text += "unix:\(request.unixSocket ?? "")\nto:\(request.connectTo.joined(separator: ","))\nproxy:\(request.proxy ?? "-")\n"
         text += "aws:\(request.awsSigV4?.accessKeyID ?? "")\nremoved:\(request.removedHeaders.joined(separator: ","))\n"

@@ -109,4 +109,7 @@ enum Verdict: Sendable {
     /// The job's next step, at once (a resumable upload's next chunk, a download that starts
     /// over): not a retry.
     case next
+    /// The redirect the daemon follows (`RedirectFollowing`): the job's next step goes to the
+    /// hop at once, as the same attempt.
+    case follow
 }
