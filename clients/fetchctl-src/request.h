@@ -96,6 +96,14 @@ int takes_value(const char *opt);
 /* -K FILE's options, put in w at w->at; exits 26 when FILE cannot be read. */
 void read_config(words *w, const char *file, int silent, int show_error);
 
+/* Where fetch's response body goes. fetchctl's own stdout handed to the daemon (the
+ * protocol's bodyTo: "fd", and stdin with bodyFrom: "fd", once the daemon has them) would be
+ * a third route, chosen in transfer.c's plan() like these two. */
+typedef enum body_route {
+    ROUTE_ANSWER,         /* in the answer (base64), written by fetchctl */
+    ROUTE_DAEMON_FILE,    /* -o FILE written by the daemon (a download) */
+} body_route;
+
 /* One URL's run: what the result of parsing says about it, and what came back. */
 typedef struct transfer {
     const request_opts *o;
@@ -103,6 +111,7 @@ typedef struct transfer {
     char *url;                  /* as given */
     char *job_id;
     const char *rpc_method;     /* fetch, download, upload */
+    body_route route;
     print_mode mode;
     char *out_file;             /* -o FILE / -O (relative as given, with --output-dir) */
     char *dl_path;              /* download: the absolute path the daemon writes */

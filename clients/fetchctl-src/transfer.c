@@ -112,6 +112,7 @@ static int plan(transfer *t) {
          * passes through here). An answer outside 2xx is not written by the daemon but comes
          * back with its body, which goes to FILE here (curl writes the error page too). */
         t->rpc_method = "download";
+        t->route = ROUTE_DAEMON_FILE;
         t->overwrite = 1;
         t->no_resume = 1;
         char *abs = abs_path(t->out_file);
@@ -138,9 +139,8 @@ static void clean_up(transfer *t, int rc) {
         unlink(t->multipart_tmp);
     if (t->resume_tmp)
         unlink(t->resume_tmp);
-    int streamed = !strcmp(t->rpc_method, "download") && !strcmp(o->command, "fetch");
     int received = 0;
-    if (rc != 0 && streamed) {
+    if (rc != 0 && t->route == ROUTE_DAEMON_FILE) {
         /* the daemon's part file of a streamed -o FILE (asked without resume: nothing in it
          * is worth keeping) */
         char *part = xasprintf("%s.part", t->dl_path);
