@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <string.h>
 #include <stddef.h>
+#include <sys/random.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <sys/time.h>
@@ -274,4 +275,15 @@ long long fetchd_clone_or_copy(int in, int out, int *cloned) {
         }
         done += n;
     }
+}
+
+int fetchd_random_bytes(void *buffer, unsigned long length) {
+    unsigned long done = 0;
+    while (done < length) {
+        ssize_t n = getrandom((char *)buffer + done, length - done, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        done += (unsigned long)n;
+    }
+    return 0;
 }

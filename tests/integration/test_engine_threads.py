@@ -73,15 +73,14 @@ class TestEngineThreads(unittest.TestCase):
             finally:
                 daemon.close()
 
-    def test_generated_job_ids_step_around_ids_clients_chose(self):
-        # Clients may name jobs like the daemon does: a generated id that a live job already
-        # has is skipped, never shared and never refused.
+    def test_generated_job_ids_never_take_ids_clients_chose(self):
+        # Clients may name jobs like the daemon does: a generated id is never one a live job
+        # has, and is random (`job-` and 16 hex digits), so not one a client could foresee.
         daemon = Daemon().start()
         try:
             with daemon.client() as c:
-                # The held jobs take numbers 1-40 and the next ones would be 41-60: named ahead.
                 slow = self.srv.test_url + "/slow-headers?ms=1500"
-                names = [f"job-{i}" for i in range(21, 61)]
+                names = [f"job-{i:016x}" for i in range(1, 41)]
                 held = [send_request(c, "fetch", {"url": slow, "jobId": n}, req_id=n) for n in names]
                 wait_for(lambda: all(job_state(c, n) is not None for n in names), timeout=10)
                 quick = [send_request(c, "fetch", {"url": self.srv.nginx_url + "/small.txt"}, req_id=f"q{i}")
@@ -95,8 +94,8 @@ class TestEngineThreads(unittest.TestCase):
                 generated = [answers[r]["result"]["jobId"] for r in quick]
                 self.assertEqual(len(set(generated)), 20, generated)
                 self.assertFalse(named & set(generated), generated)
-                # The step around a taken id was taken (a million on, protocol.md).
-                self.assertTrue(any(int(g[4:]) > 1_000_000 for g in generated), generated)
+                for job_id in generated:
+                    self.assertRegex(job_id, r"^job-[0-9a-f]{16}$")
         finally:
             daemon.close()
 

@@ -62,5 +62,7 @@ int fetchd_socket_timeouts(int fd, long milliseconds);
  * the extents, else copy_file_range (in the kernel), else read and write. Bytes copied, or -errno;
  * *cloned is set to 1 for a reflink. */
 long long fetchd_clone_or_copy(int in, int out, int *cloned);
+/* Fills buffer with length bytes from the kernel's CSPRNG (getrandom). 0, or -errno. */
+int fetchd_random_bytes(void *buffer, unsigned long length);
 extern const unsigned int FETCHD_EPOLLIN, FETCHD_EPOLLOUT, FETCHD_EPOLLRDHUP, FETCHD_EPOLLHUP, FETCHD_EPOLLERR;
 #endif

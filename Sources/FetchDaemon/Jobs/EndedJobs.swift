@@ -11,15 +11,19 @@ struct EndedJob: Sendable {
     /// answer's own members, shared rather than copied).
     private let stored: Result<JSONValue, RPCError>
     private let omitsBody: Bool
+    /// What the answer is redacted with for the clients that ask (getJob and attach come from
+    /// any connection).
+    private let seen: JobSeenByOthers
 
     /// `answer`: the job's result, or its error as the client got it. A fetch's result is
     /// kept without its body (`EndedJobs.keeping`).
     init(jobID: String, state: String, durable: Bool, restarts: Int, answer: Result<JSONValue, RPCError>,
-         isFetch: Bool = false) {
+         isFetch: Bool = false, seen: JobSeenByOthers = JobSeenByOthers()) {
         self.jobID = jobID
         self.state = state
         self.durable = durable
         self.restarts = restarts
+        self.seen = seen
         if isFetch, case .success(let result) = answer {
             let (value, omits) = EndedJobs.keeping(result)
             stored = .success(value)
@@ -33,6 +37,11 @@ struct EndedJob: Sendable {
     /// The job's answer: its result (a fetch's without its body), or its error as the client got it.
     var answer: Result<JSONValue, RPCError> {
         omitsBody ? stored.map(EndedJobs.kept) : stored
+    }
+
+    /// The answer as getJob and attach show it: redacted (`JobSeenByOthers`).
+    var answerSeenByOthers: Result<JSONValue, RPCError> {
+        seen.answer(answer)
     }
 }
 

@@ -52,7 +52,7 @@ struct JobDriver: Sendable {
     /// job is registered).
     func durableRecord(_ method: String, _ params: JSONValue?, model: inout RequestModel,
                        resuming: DurableStore.Record?) throws -> DurableStore.Record {
-        let jobID = model.jobID ?? "job-\(jobs.freshTransferID())"
+        let jobID = model.jobID ?? jobs.freshJobID()
         model.jobID = jobID
         var record = DurableStore.Record(jobID: jobID, method: method, params: try DurableStore.storable(params, jobID: jobID),
                                          restarts: resuming.map { $0.restarts + 1 } ?? 0, sessionURL: resuming?.sessionURL)

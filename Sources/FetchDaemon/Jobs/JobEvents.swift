@@ -6,7 +6,8 @@ import Synchronization
 
 /// `subscribe`: every connection that subscribed hears a `jobEvent` for every job of every
 /// client (queued, started, retrying, finished, failed, cancelled), naming the client
-/// process. With no subscriber, an event costs one atomic load.
+/// process, its URL redacted as HTTP logs are (`JobSeenByOthers`). With no subscriber, an
+/// event costs one atomic load.
 ///
 /// Bounded: a subscriber that does not read is not sent more. While more than
 /// `dropAboveBytes` (256 KiB) of answers and notifications wait for it, its events are dropped and
@@ -57,7 +58,7 @@ final class JobEvents: Sendable {
         let client = clients.client(job.connectionID)
         var params: JSONObject = [
             "jobId": .string(job.id), "kind": .string(job.spec.kind.rawValue),
-            "url": .string(URLRedaction.redact(job.spec.request.url)), "event": .string(event.rawValue),
+            "url": .string(JobSeenByOthers(job.spec.request).redactedURL), "event": .string(event.rawValue),
         ]
         if let status { params["status"] = JSONValue(status) }
         params["connection"] = ["pid": client.map { JSONValue(Int($0.pid)) } ?? .null, "command": JSONValue(client?.command)]

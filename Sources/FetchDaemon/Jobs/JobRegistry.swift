@@ -1,3 +1,4 @@
+import CLinux
 import FetchEngine
 import JSONRPC
 import Synchronization
@@ -13,8 +14,10 @@ final class JobRegistry: Sendable {
     /// dictionary and ring updates happen under it; the job, its id and what drops out of the
     /// ring are made and freed outside.
     private let state = Locked(State())
-    /// Job numbers (and engine transfer ids), from 1.
+    /// Engine transfer ids, from 1.
     private let nextNumber = Atomic<UInt64>(1)
+    /// The ids of jobs whose client named none.
+    private let ids = JobIDs()
     /// What each open connection may hold in memory (Connection.bodyBudget).
     private let budgets = Locked<[UInt64: BodyBudget]>([:])
 
@@ -42,8 +45,7 @@ final class JobRegistry: Sendable {
         let jobID = spec.model.jobID, detach = spec.model.detach || spec.durable, connectionID = context.connectionID
         let budget = budgets.withLock { $0[connectionID] }
         let number = nextNumber.wrappingAdd(1, ordering: .relaxed).oldValue
-        var id = jobID ?? "job-\(number)"
-        var extra = number
+        var id = jobID ?? ids.next()
         while true {
             let job = Job(id: id, transferID: number, connectionID: connectionID, spec: spec, context: context,
                           bodyBudget: budget, reply: reply)
@@ -60,10 +62,15 @@ final class JobRegistry: Sendable {
                 return true
             }
             if registered { return job }
-            // A client named a live job like a generated id: the next free one.
-            extra += 1_000_000
-            id = "job-\(extra)"
+            // A live job has the generated id (a client named its job so): another one.
+            id = ids.next()
         }
+    }
+
+    /// A fresh job id (`JobIDs`), for a job whose id is needed before it is registered (a
+    /// durable job's record).
+    func freshJobID() -> String {
+        ids.next()
     }
 
     /// A job registered but never begun leaves without a trace (its durable record could not be written).
@@ -86,7 +93,7 @@ final class JobRegistry: Sendable {
         case .failure(let error): kept = .failure(ErrorMapping.rpcError(for: error))
         }
         let ended = EndedJob(jobID: job.id, state: job.state.name, durable: job.durable, restarts: job.restarts, answer: kept,
-                             isFetch: job.spec.kind == .fetch)
+                             isFetch: job.spec.kind == .fetch, seen: JobSeenByOthers(job.spec.request))
         let (drained, dropped) = state.withLock { s -> (Bool, EndedJob?) in
             s.live[job.id] = nil
             if case .success = answer { s.finished += 1 } else { s.failed += 1 }
@@ -142,12 +149,14 @@ final class JobRegistry: Sendable {
         }
     }
 
-    /// `attach`: a live job answers the attachment with its own answer when it ends
-    /// (`.live`); an ended one's answer is returned at once (`.ended`); nil: unknown id.
-    func attach(_ jobID: String, _ attachment: Job.Attachment) -> JobLookup? {
+    /// `attach`: a live job answers `reply` with its own answer, redacted
+    /// (`JobSeenByOthers`), when it ends (`.live`); for an ended one, nothing is attached
+    /// (`.ended`: answer with its `answerSeenByOthers`); nil: unknown id.
+    func attach(_ jobID: String, context: RPCContext, progress: Bool, reply: @escaping ReplyingRPCMethod.Reply) -> JobLookup? {
         state.withLock { s in
             if let job = s.live[jobID] {
-                job.attach(attachment)
+                let seen = JobSeenByOthers(job.spec.request)
+                job.attach(Job.Attachment(context: context, progress: progress, reply: { reply(seen.answer($0)) }))
                 return .live(job)
             }
             return s.ended[jobID].map(JobLookup.ended)
@@ -158,6 +167,11 @@ final class JobRegistry: Sendable {
 
     var snapshots: [Job.Snapshot] {
         state.withLock { Array($0.live.values) }.map(\.snapshot).sorted { $0.jobID < $1.jobID }
+    }
+
+    /// The live jobs, each with what other clients may see of it (listJobs).
+    var snapshotsSeenByOthers: [(job: Job.Snapshot, seen: JobSeenByOthers)] {
+        state.withLock { Array($0.live.values) }.map { ($0.snapshot, JobSeenByOthers($0.spec.request)) }.sorted { $0.job.jobID < $1.job.jobID }
     }
 
     var counts: Counts {
@@ -182,4 +196,34 @@ enum JobLookup {
 /// A `jobId` that a live job already has (-32602, field `jobId`).
 struct DuplicateJobID: Error {
     let jobID: String
+}
+
+/// The ids the daemon gives jobs: `job-` and 16 hex digits, 64 bits from the kernel's CSPRNG
+/// (getrandom). Any client may cancel, attach to or look at a job by its id, so an id must
+/// not be guessable from another (the numbers `job-1`, `job-2` ... were). Drawn 32 ids at
+/// a time, so a job costs no system call of its own.
+final class JobIDs: Sendable {
+    private static let idsPerDraw = 32
+    private let pool = Locked<(bytes: [UInt8], next: Int)>(([], 0))
+
+    func next() -> String {
+        let value = pool.withLock { pool -> UInt64 in
+            if pool.next + 8 > pool.bytes.count {
+                pool.bytes = Self.randomBytes(8 * Self.idsPerDraw)
+                pool.next = 0
+            }
+            defer { pool.next += 8 }
+            return pool.bytes[pool.next..<(pool.next + 8)].reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        let hex = String(value, radix: 16)
+        return "job-" + String(repeating: "0", count: 16 - hex.utf8.count) + hex
+    }
+
+    private static func randomBytes(_ count: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        let result = bytes.withUnsafeMutableBytes { fetchd_random_bytes($0.baseAddress, UInt($0.count)) }
+        // getrandom fails only on a kernel without it (before 3.17) or with a bad buffer.
+        precondition(result == 0, "getrandom failed: \(result)")
+        return bytes
+    }
 }

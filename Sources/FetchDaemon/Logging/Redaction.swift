@@ -57,16 +57,7 @@ struct Redaction: Sendable {
     mutating func learn(from request: HTTPRequest, hops: [ExchangeHop]) {
         learnRuleSigned(hops)
         guard enabled else { return }
-        for header in request.headers + hops.flatMap({ $0.requestHeaders + $0.responseHeaders }) {
-            learnHeader(header)
-        }
-        // URL secrets of every URL involved: the request's, each hop's, each header that
-        // carries one (Location, Referer ...): userinfo passwords and secret parameters.
-        let headerURLs = (request.headers + hops.flatMap { $0.requestHeaders + $0.responseHeaders })
-            .filter { Self.urlHeaders.contains($0.name.lowercased()) }.map(\.value)
-        for url in [request.url] + hops.map(\.url) + headerURLs {
-            URLRedaction.secrets(in: url).forEach { remember($0) }
-        }
+        learn(urls: [request.url] + hops.map(\.url), headers: request.headers + hops.flatMap { $0.requestHeaders + $0.responseHeaders })
         if case .bytes(let bytes) = request.body {
             if let json = try? JSONCodec.decode(bytes) { learnJSON(json) }
             if let text = String(validating: bytes, as: UTF8.self) {
@@ -77,6 +68,18 @@ struct Redaction: Sendable {
             for part in form.parts where Self.isSecretName(part.name) {
                 if case .bytes(let bytes) = part.source { remember(String(decoding: bytes, as: UTF8.self)) }
             }
+        }
+    }
+
+    /// Learns the secrets of URLs and headers: credential and cookie values, and the URL
+    /// secrets (userinfo passwords, secret parameters) of the URLs and of each header that
+    /// carries one (Location, Referer ...).
+    mutating func learn(urls: [String], headers: [HTTPHeader]) {
+        guard enabled else { return }
+        for header in headers { learnHeader(header) }
+        let headerURLs = headers.filter { Self.urlHeaders.contains($0.name.lowercased()) }.map(\.value)
+        for url in urls + headerURLs {
+            URLRedaction.secrets(in: url).forEach { remember($0) }
         }
     }
 

@@ -1,6 +1,7 @@
 import JSONRPC
 
-/// `getJob {jobId}`: where a live job stands, or how one of the last 1,000 ended jobs ended.
+/// `getJob {jobId}`: where a live job stands, or how one of the last 1,000 ended jobs ended
+/// (its answer redacted as HTTP logs are: protocol.md, "Jobs seen by others").
 struct GetJobMethod: InlineRPCMethod {
     static let name = "getJob"
 
@@ -19,7 +20,8 @@ struct GetJobMethod: InlineRPCMethod {
         case .ended(let ended)?:
             var result: JSONObject = ["jobId": .string(ended.jobID), "state": .string(ended.state),
                                       "durable": .bool(ended.durable), "restarts": JSONValue(ended.restarts)]
-            switch ended.answer {
+            // Any connection may ask: URLs and headers redacted (JobSeenByOthers).
+            switch ended.answerSeenByOthers {
             case .success(let value): result["result"] = value
             case .failure(let error): result["error"] = error.json
             }
