@@ -220,9 +220,14 @@ extension StubTests {
             var request = HTTPRequest(method: method, url: url, body: method == "POST" ? .bytes(Array("x".utf8)) : .none, maxRedirects: maxRedirects)
             request.cookieJar = nil
             guard case .answer(let answer, _) = store.decide(set: "s", StubRequest(request)) else { return Substitute.Made(outcome: .failure(TransferError(.other, "no first stub"))) }
-            return StubStage.following(answer, request, set: "s", stubs: store)
+            return StubStage.following(answer, request, set: "s", stubs: store).0
         }
         guard case .success(let response) = follow("http://h/a", method: "POST").outcome else { return XCTFail("POST /a") }
+        var first = HTTPRequest(method: "GET", url: "http://h/a")
+        first.cookieJar = nil
+        guard case .answer(let answer, _) = store.decide(set: "s", StubRequest(first)) else { return XCTFail("GET /a") }
+        XCTAssertEqual(StubStage.following(answer, first, set: "s", stubs: store).lastStub, "stub-2",
+                       "the stub that answered the last hop")
         XCTAssertEqual([String(response.status), response.url, String(response.redirects)], ["200", "http://h/b?x=1", "1"],
                        "a 302 to a POST goes on as GET")
         XCTAssertEqual(String(decoding: response.body, as: UTF8.self), "at b")

@@ -223,6 +223,8 @@ struct PipelineState: Sendable {
     var auth = CredentialState()
     /// Set when the job's stub set records it (recordStubs).
     var stubRecording: StubRecording?
+    /// The stub that answered the last attempt (the result's `stub`).
+    var stubID: String?
     /// Milliseconds the last attempt waited in its host's queue (the result's timings.queuedMs).
     var queuedMs = 0.0
     /// When the last attempt passed the metrics stage (monotonic µs).

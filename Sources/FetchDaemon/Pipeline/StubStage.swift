@@ -2,6 +2,7 @@ import Dispatch
 import FetchEngine
 import FoundationEssentials
 import JSONRPC
+import Synchronization
 
 /// Stubs (protocol.md, "Stubs"): a request that names a stub set (`stubs`, or every request
 /// of a daemon started with `--stubs` / `--offline`) is answered by the set's first matching
@@ -22,33 +23,66 @@ final class StubStage: Stage {
 
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         guard let set = job.spec.model.stubs ?? stubs.implicitSet else { return .proceed }
+        job.pipeline.stubID = nil
         // A job being recorded goes to the network on every attempt (its retries too).
         if job.pipeline.stubRecording != nil {
             attempt.request.recordsExchange = true
             return .proceed
         }
-        switch stubs.decide(set: set, StubRequest(attempt.request)) {
+        let request = StubRequest(attempt.request)
+        guard stubs.searchesAside(set: set, request) else {
+            let delay = apply(stubs.decide(set: set, request), to: attempt, job, set: set)
+            return delay > 0 ? .hold(Self.delay(milliseconds: delay, on: timers)) : .proceed
+        }
+        // A search that may take long (many URL patterns, a long URL) runs on the store's
+        // matching thread while the attempt is held: the job is listed (waitingForHost) and a
+        // cancel ends it at once.
+        let pending = PendingRelease()
+        return .hold(Hold(
+            start: { [stubs, timers] release in
+                pending.arm(release)
+                stubs.decideAside(set: set, request, cancelled: { pending.isReleased }) { decision in
+                    var delay = 0
+                    // Applied while the release is still pending: a cancel waits for it, or came first.
+                    guard pending.ifPending({ delay = self.apply(decision, to: attempt, job, set: set) }) else { return }
+                    if delay > 0 {
+                        timers.asyncAfter(deadline: .now() + .milliseconds(delay)) { pending.release(.success(())) }
+                    } else {
+                        pending.release(.success(()))
+                    }
+                }
+            },
+            cancel: { error in pending.release(.failure(error)) }))
+    }
+
+    /// Sets the attempt up as the set decided; returns how long its answer waits (ms).
+    private func apply(_ decision: StubStore.Decision, to attempt: Attempt, _ job: Job, set: String) -> Int {
+        switch decision {
         case .network:
-            return .proceed
+            return 0
         case .record(_, let recording):
             job.pipeline.stubRecording = recording
             // Its hops are kept, for the HAR file.
             attempt.request.recordsExchange = true
-            return .proceed
+            return 0
         case .miss(let miss):
             attempt.substitute = Substitute { _, _ in Self.missed(miss) }
-            return .proceed
-        case .answer(var answer, _):
+            return 0
+        case .answer(var answer, let stubID):
+            job.pipeline.stubID = stubID
             var delay = answer.delayMs
             // A delay the request's timeout does not allow ends as a real one would.
             if delay > 0 && delay >= attempt.request.timeoutMs {
                 delay = attempt.request.timeoutMs
                 answer = .fault(.timeout)
             }
-            attempt.substitute = Substitute { [answer, stubs] attempt, _ in
-                Self.following(answer, attempt.request, set: set, stubs: stubs)
+            attempt.substitute = Substitute { [answer, stubs] attempt, job in
+                let (made, last) = Self.following(answer, attempt.request, set: set, stubs: stubs)
+                // A redirect the set answered: the stub that gave the last answer.
+                if let last { job.pipeline.stubID = last }
+                return made
             }
-            return delay > 0 ? .hold(Self.delay(milliseconds: delay, on: timers)) : .proceed
+            return delay
         }
     }
 
@@ -70,14 +104,17 @@ final class StubStage: Stage {
     /// ones (up to maxRedirects; 303, and 301 or 302 to a POST, continue as GET without a
     /// body); a hop that no stub answers fails with stubMiss. Each hop's Set-Cookie reaches
     /// the jar, as a real answer's does.
-    static func following(_ first: StubAnswer, _ original: HTTPRequest, set: String, stubs: StubStore) -> Substitute.Made {
+    /// Also the stubId of a redirect hop's stub that answered last (nil: no hop).
+    static func following(_ first: StubAnswer, _ original: HTTPRequest, set: String, stubs: StubStore)
+        -> (Substitute.Made, lastStub: String?) {
         var request = original
         var answer = first
         var hops: [ExchangeHop] = []
         var redirects = 0
+        var last: String?
         while true {
             let made = outcome(answer, request)
-            guard case .success(var response) = made else { return Substitute.Made(outcome: made) }
+            guard case .success(var response) = made else { return (Substitute.Made(outcome: made), last) }
             if let jar = request.cookieJar {
                 let cookies = StubCookies.cookies(from: Array(response.headers), url: request.url, now: Date())
                 if !cookies.isEmpty { stubs.storeCookies(cookies, jar) }
@@ -88,10 +125,11 @@ final class StubStage: Stage {
                   let next = RequestURL.resolve(location, against: request.url) else {
                 response.redirects = redirects
                 response.exchange = hops
-                return Substitute.Made(outcome: .success(response))
+                return (Substitute.Made(outcome: .success(response)), last)
             }
             guard redirects < original.maxRedirects else {
-                return Substitute.Made(outcome: .failure(TransferError(.tooManyRedirects, "Maximum (\(original.maxRedirects)) redirects followed")))
+                return (Substitute.Made(outcome: .failure(TransferError(.tooManyRedirects, "Maximum (\(original.maxRedirects)) redirects followed"))),
+                        last)
             }
             redirects += 1
             let asGet = response.status == 303 ? !request.method.caseInsensitiveEquals("HEAD")
@@ -101,9 +139,13 @@ final class StubStage: Stage {
                 request.body = .none
             }
             request.url = next
+            // (Searched here, where the answer is made: after a search aside, that is the
+            // matching thread.)
             switch stubs.decide(set: set, StubRequest(request)) {
-            case .answer(let nextAnswer, _): answer = nextAnswer
-            case .miss(let miss), .network(let miss), .record(let miss, _): return missed(miss)
+            case .answer(let nextAnswer, let stubID):
+                answer = nextAnswer
+                last = stubID
+            case .miss(let miss), .network(let miss), .record(let miss, _): return (missed(miss), last)
             }
         }
     }
@@ -149,16 +191,46 @@ final class StubStage: Stage {
 
     /// Releases the attempt after the delay; a cancel releases it at once with its error.
     static func delay(milliseconds: Int, on queue: DispatchQueue) -> Hold {
-        let pending = Locked<(@Sendable (Result<Void, any Error>) -> Void)?>(nil)
+        let pending = PendingRelease()
         return Hold(
             start: { release in
-                pending.withLock { $0 = release }
-                queue.asyncAfter(deadline: .now() + .milliseconds(milliseconds)) {
-                    pending.withLock { r in defer { r = nil }; return r }?(.success(()))
-                }
+                pending.arm(release)
+                queue.asyncAfter(deadline: .now() + .milliseconds(milliseconds)) { pending.release(.success(())) }
             },
-            cancel: { error in
-                pending.withLock { r in defer { r = nil }; return r }?(.failure(error))
-            })
+            cancel: { error in pending.release(.failure(error)) })
+    }
+}
+
+/// A hold's release, called once: by what the attempt waits for, or by a cancel, whichever
+/// comes first.
+final class PendingRelease: Sendable {
+    private let release = Locked<(@Sendable (Result<Void, any Error>) -> Void)?>(nil)
+    private let released = Atomic<Bool>(false)
+
+    func arm(_ release: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        self.release.withLock { $0 = release }
+    }
+
+    /// Released already (a cancel came): what the attempt waited for can stop.
+    var isReleased: Bool { released.load(ordering: .relaxed) }
+
+    /// Runs `body` under the lock if the release is still pending (a cancel then waits for it);
+    /// false, without running it, when it was released.
+    func ifPending(_ body: () -> Void) -> Bool {
+        release.withLock { r in
+            guard r != nil else { return false }
+            body()
+            return true
+        }
+    }
+
+    func release(_ result: Result<Void, any Error>) {
+        let taken = release.withLock { r in
+            defer { r = nil }
+            return r
+        }
+        guard let taken else { return }
+        released.store(true, ordering: .relaxed)
+        taken(result)
     }
 }

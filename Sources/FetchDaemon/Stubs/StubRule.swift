@@ -1,5 +1,6 @@
 import FetchEngine
 import JSONRPC
+import Synchronization
 
 /// A request as a stub's `match` sees it (the attempt's request, after the stages before
 /// the stub stage: the cookie jar is chosen, no Range of a resumed download yet).
@@ -81,16 +82,30 @@ struct StubMatch: Sendable {
         differences(request, all: false).isEmpty
     }
 
+    /// How `differences` learns whether the URL rule holds: tested there, known already (a
+    /// pattern matched in slices, `StubSearch`), or left out.
+    enum URLCheck {
+        case test, known(Bool), skip
+    }
+
     /// What does not hold, named as protocol.md names it: "method", "url", "query.NAME",
     /// "headers.NAME", "body". Empty: the request matches. `all: false` stops at the first.
-    func differences(_ request: StubRequest, all: Bool = true) -> [String] {
+    func differences(_ request: StubRequest, all: Bool = true, url check: URLCheck = .test) -> [String] {
         var found: [String] = []
         func differ(_ name: String) -> Bool {
             found.append(name)
             return !all
         }
         if let method, !method.caseInsensitiveEquals(request.method), differ("method") { return found }
-        if let url, !Self.holds(url, request), differ("url") { return found }
+        if url != nil {
+            let holds: Bool
+            switch check {
+            case .test: holds = urlHolds(request)
+            case .known(let known): holds = known
+            case .skip: holds = true
+            }
+            if !holds, differ("url") { return found }
+        }
         if !query.isEmpty {
             let sent = request.query
             for item in query where !sent.contains(where: { $0.name == item.name && $0.value == item.value }) {
@@ -105,8 +120,16 @@ struct StubMatch: Sendable {
         return found
     }
 
-    private static func holds(_ rule: URLRule, _ request: StubRequest) -> Bool {
-        switch rule {
+    /// The URL rule's pattern, when it is one: matched apart, in slices (`StubSearch`).
+    var urlPattern: URLPattern? {
+        if case .pattern(let pattern)? = url { return pattern }
+        return nil
+    }
+
+    /// The URL rule holds (or there is none).
+    func urlHolds(_ request: StubRequest) -> Bool {
+        switch url {
+        case nil: true
         case .exact(let url): url == request.url
         case .prefix(let prefix): request.url.hasPrefix(prefix)
         case .pattern(let pattern): pattern.matches(request.url)
@@ -185,7 +208,25 @@ struct Stub: Sendable {
     var priority = 0
     /// At most this many matches; nil: any number.
     var times: Int?
-    var hits = 0
+    /// Shared by every copy of the stub: a hit is counted without changing the set's array
+    /// of stubs, which searches outside the store's lock hold a copy of (`StubSearch`).
+    private let counter = HitCounter()
+
+    init(id: String, set: String, match: StubMatch, answers: [StubAnswer], priority: Int = 0, times: Int? = nil) {
+        self.id = id
+        self.set = set
+        self.match = match
+        self.answers = answers
+        self.priority = priority
+        self.times = times
+    }
+
+    var hits: Int { counter.value }
+
+    /// Counts a match (under the store's lock, which decides who takes the answer).
+    func countHit() {
+        counter.add()
+    }
 
     var exhausted: Bool { times.map { hits >= $0 } ?? false }
 
@@ -196,12 +237,27 @@ struct Stub: Sendable {
     /// stub counts "times" as one more); on a tie, the one that would have been tried first.
     static func nearest(_ stubs: [Stub], to request: StubRequest) -> (stub: Stub, differences: [String])? {
         var best: (stub: Stub, differences: [String])?
-        for stub in stubs {
-            var differences = stub.match.differences(request)
-            if stub.exhausted { differences.append("times") }
-            if best == nil || differences.count < best!.differences.count { best = (stub, differences) }
-        }
+        for stub in stubs { best = closer(best, stub, stub.match.differences(request)) }
         return best
+    }
+
+    /// `best`, or the stub with these differences (its "times" added when used up) if it is nearer.
+    static func closer(_ best: (stub: Stub, differences: [String])?, _ stub: Stub, _ differences: [String])
+        -> (stub: Stub, differences: [String])? {
+        var differences = differences
+        if stub.exhausted { differences.append("times") }
+        return best == nil || differences.count < best!.differences.count ? (stub, differences) : best
+    }
+}
+
+/// A stub's hit count: written under the store's lock, read anywhere.
+final class HitCounter: Sendable {
+    private let count = Atomic<Int>(0)
+
+    var value: Int { count.load(ordering: .relaxed) }
+
+    func add() {
+        count.add(1, ordering: .relaxed)
     }
 }
 

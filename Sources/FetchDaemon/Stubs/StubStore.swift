@@ -33,6 +33,9 @@ final class StubStore: Sendable {
         var onMiss = OnMiss.error
         /// recordStubs: misses go to the network and are recorded.
         var recording: StubRecording?
+        /// The states of the set's URL patterns together: what a byte of a URL can cost a
+        /// search of the set (`searchesAside`).
+        var patternStates = 0
     }
 
     private struct State {
@@ -69,26 +72,84 @@ final class StubStore: Sendable {
         case record(StubMiss, StubRecording)
     }
 
-    /// Finds the stub that answers the request, counting its hit; else records the miss.
+    /// Finds the stub that answers the request, counting its hit; else records the miss. The
+    /// stubs are searched outside the store's lock (`StubSearch`), here and now: see
+    /// `searchesAside` for a search that may take long.
     func decide(set name: String, _ request: StubRequest) -> Decision {
-        state.withLock { s in
-            let stubs = s.sets[name]?.stubs ?? []
-            if let index = stubs.firstIndex(where: { !$0.exhausted && $0.match.matches(request) }) {
-                let answer = stubs[index].nextAnswer
-                s.sets[name]?.stubs[index].hits += 1
-                s.hitCount += 1
-                return .answer(answer, stubID: stubs[index].id)
-            }
-            let nearest = Stub.nearest(stubs, to: request).map { (stubID: $0.stub.id, differences: $0.differences) }
-            let miss = StubMiss(set: name, method: request.method, url: request.url, nearest: nearest)
-            s.misses.append(miss)
-            s.missCount += 1
-            if s.misses.count > Self.keptMisses { s.misses.removeFirst(s.misses.count - Self.keptMisses) }
-            if !offline, let recording = s.sets[name]?.recording { return .record(miss, recording) }
-            let toNetwork = !offline && s.sets[name]?.onMiss == .network
-            return toNetwork ? .network(miss) : .miss(miss)
+        var search = beginSearch(set: name, request)
+        while true {
+            var budget = Int.max
+            if let step = search.advance(budget: &budget), let decision = conclude(step, of: search) { return decision }
         }
     }
+
+    /// A search of the set as it is now.
+    func beginSearch(set name: String, _ request: StubRequest) -> StubSearch {
+        StubSearch(set: name, request: request, stubs: state.withLock { $0.sets[name]?.stubs ?? [] })
+    }
+
+    /// What a step of a search decides: a candidate answers if it is still in the set and
+    /// not used up (its hit counted here, under the lock, so two requests never take the same
+    /// answer of a sequence or the last of its `times`), else the search goes on (nil); a
+    /// miss is recorded, and the set says where it goes.
+    func conclude(_ step: StubSearch.Step, of search: StubSearch) -> Decision? {
+        switch step {
+        case .candidate(let candidate, let at):
+            return state.withLock { s -> Decision? in
+                guard let stubs = s.sets[search.set]?.stubs,
+                      let stub = stubs.indices.contains(at) && stubs[at].id == candidate.id ? stubs[at]
+                          : stubs.first(where: { $0.id == candidate.id }),
+                      !stub.exhausted else { return nil }
+                let answer = stub.nextAnswer
+                stub.countHit()
+                s.hitCount += 1
+                return .answer(answer, stubID: stub.id)
+            }
+        case .missed(let nearest):
+            let miss = StubMiss(set: search.set, method: search.request.method, url: search.request.url, nearest: nearest)
+            return state.withLock { s in
+                s.misses.append(miss)
+                s.missCount += 1
+                if s.misses.count > Self.keptMisses { s.misses.removeFirst(s.misses.count - Self.keptMisses) }
+                if !offline, let recording = s.sets[search.set]?.recording { return .record(miss, recording) }
+                let toNetwork = !offline && s.sets[search.set]?.onMiss == .network
+                return toNetwork ? .network(miss) : .miss(miss)
+            }
+        }
+    }
+
+    /// Steps a search may take on the thread that prepares the request (a step is about 10 ns
+    /// in a release build: at most 0.2 ms): a set whose URL patterns could take more, for this
+    /// URL, is searched on the store's own thread (`decideAside`).
+    static let inlineSearchSteps = 20_000
+
+    /// Whether searching the set for this request could take more than `inlineSearchSteps`:
+    /// every pattern once to find a stub, and once more for the nearest of a miss.
+    func searchesAside(set name: String, _ request: StubRequest) -> Bool {
+        let states = state.withLock { $0.sets[name]?.patternStates ?? 0 }
+        return states > 0 && 2 * states * (request.url.utf8.count + 1) > Self.inlineSearchSteps
+    }
+
+    /// `decide` on the store's matching thread (`StubMatchingThread`), in turns with the other
+    /// searches there; `done` is called there, unless `cancelled` said to stop.
+    func decideAside(set name: String, _ request: StubRequest, cancelled: @escaping @Sendable () -> Bool,
+                     done: @escaping @Sendable (Decision) -> Void) {
+        let search = AsideSearch(beginSearch(set: name, request))
+        matchingThread.run { budget in
+            if cancelled() { return true }
+            while budget > 0 {
+                guard let step = search.value.advance(budget: &budget) else { return false }
+                if let decision = self.conclude(step, of: search.value) {
+                    done(decision)
+                    return true
+                }
+            }
+            return false
+        }
+    }
+
+    /// The thread long searches take turns on, started with the first of them.
+    private let matchingThread = StubMatchingThread()
 
     /// Hits and misses since start, over all sets (getMetrics).
     var totals: (hits: Int, misses: Int) { state.withLock { ($0.hitCount, $0.missCount) } }
@@ -120,6 +181,7 @@ final class StubStore: Sendable {
                 let id = "stub-\(s.nextID)"
                 s.nextID += 1
                 let stub = Stub(id: id, set: name, match: draft.match, answers: draft.answers, priority: draft.priority, times: draft.times)
+                entry.patternStates += draft.match.urlPattern?.states ?? 0
                 // After every stub of the same or a higher priority: equal priorities keep their order.
                 let at = entry.stubs.last.map { $0.priority >= draft.priority } ?? true
                     ? entry.stubs.endIndex
@@ -142,6 +204,7 @@ final class StubStore: Sendable {
                 let gone = entry.stubs.filter { stubID == nil || $0.id == stubID }
                 entry.stubs.removeAll { stubID == nil || $0.id == stubID }
                 s.bodyBytes -= gone.reduce(0) { $0 + Self.bodyBytes($1.answers) }
+                entry.patternStates -= gone.reduce(0) { $0 + ($1.match.urlPattern?.states ?? 0) }
                 removed += gone.count
                 s.sets[key] = entry
             }
