@@ -148,7 +148,11 @@ class TestURLPatterns(StubCase):
         error = caught.exception
         self.assertEqual(error.code, -32602)
         self.assertEqual(error.data["field"], "match.urlPattern", error.data)
-        self.assertIn("back-references", error.data["detail"])
+        self.assertEqual(error.data["detail"], "back-references (\\1) are not allowed: matching them takes backtracking, "
+                                               "which can take exponential time")
+        with self.assertRaises(RPCError) as caught:
+            self.add(match={"urlPattern": "("}, respond={"status": 200})
+        self.assertEqual(caught.exception.data["detail"], "not a POSIX extended regular expression: Unmatched ( or \\(")
         name = key("pat")
         sid = self.add(match={"urlPattern": f"/record/{name}/items/[0-9]+$"}, respond={"status": 203})
         r = self.c.call("fetch", {"url": self.url(name) + "/items/42", "stubs": self.set})

@@ -85,7 +85,8 @@ struct StubParams: Sendable {
             do {
                 match.url = .pattern(try URLPattern(pattern))
             } catch {
-                throw RPCError.invalidParams(field: reader.field("urlPattern"), "not a POSIX extended regular expression: \(error.reason)")
+                // The reason says what it is: POSIX syntax (regcomp's words), or what fetchd refuses.
+                throw RPCError.invalidParams(field: reader.field("urlPattern"), error.reason)
             }
         }
         if let query = try reader.object("query") {
