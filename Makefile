@@ -31,10 +31,10 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
-build: deps
+build: deps fetchctl
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
 
-release: deps
+release: deps fetchctl
 	$(SWIFT) build -c release
 
 # Builds an optimised daemon and runs it in the foreground on the default socket.
@@ -46,7 +46,7 @@ unit-test: deps
 	$(SWIFT) test --skip-build
 
 # The real fetchd binary against real nginx and the scriptable test server on loopback.
-integration-test: deps
+integration-test: deps fetchctl
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
 	FETCHD_BIN=$(CURDIR)/.build/debug/fetchd python3 tests/integration/run.py
 
@@ -56,11 +56,11 @@ clean:
 	rm -rf .build
 
 # fetchctl, the command-line client: one C program on libfetchd (clients/fetchctl-src), built to
-# FETCHCTL_OUT. The tests run it instead of clients/fetchctl with FETCHCTL=<that path>.
-FETCHCTL_OUT ?= .build/fetchctl-c/fetchctl
+# clients/fetchctl (FETCHCTL_OUT) by `make`, `make run` and `make test`; its objects go under .build.
+FETCHCTL_OUT ?= clients/fetchctl
 .PHONY: fetchctl
 fetchctl: deps
-	$(MAKE) -C clients/fetchctl-src OUT=$(abspath $(FETCHCTL_OUT))
+	$(MAKE) -s -C clients/fetchctl-src OUT=$(abspath $(FETCHCTL_OUT)) OBJ=$(CURDIR)/.build/fetchctl-c/obj
 
 # mypy on the Python client (settings in clients/python/pyproject.toml). mypy comes from the
 # environment, else is installed from PyPI into .build/mypy-venv once; when neither works the
