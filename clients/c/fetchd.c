@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -44,6 +45,7 @@ struct pending {
 
 struct fetchd_client {
     int fd;
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* for a stream's own connection */
     pthread_t reader;
     pthread_mutex_t lock;       /* guards everything below except fd */
     pthread_cond_t answered;    /* broadcast on every answer and on close */
@@ -126,15 +128,11 @@ fetchd_status fetchd_socket_path(const char *explicit_path, char *buf, size_t si
 
 static void *reader_main(void *arg);
 
-fetchd_status fetchd_connect(const char *socket_path, fetchd_client **out, fetchd_error *err) {
+/* Connects a socket to the daemon at path and checks who serves it (SO_PEERCRED) before
+ * anything is sent: *fd_out is the connected socket. */
+static fetchd_status open_socket(const char *path, int *fd_out, fetchd_error *err) {
     struct sockaddr_un addr;
-    char path[sizeof addr.sun_path];
-    if (!out)
-        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "out is NULL");
-    *out = NULL;
-    if (fetchd_socket_path(socket_path, path, sizeof path) != FETCHD_OK)
-        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "socket path too long");
-
+    *fd_out = -1;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return fail(err, FETCHD_ERR_CONNECT, 0, NULL, "socket: %s", strerror(errno));
@@ -163,6 +161,21 @@ fetchd_status fetchd_connect(const char *socket_path, fetchd_client **out, fetch
                     "user (uid %u) or root; nothing was sent", path, (unsigned)peer.uid,
                     (int)peer.pid, (unsigned)getuid());
     }
+    *fd_out = fd;
+    return FETCHD_OK;
+}
+
+fetchd_status fetchd_connect(const char *socket_path, fetchd_client **out, fetchd_error *err) {
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    if (!out)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "out is NULL");
+    *out = NULL;
+    if (fetchd_socket_path(socket_path, path, sizeof path) != FETCHD_OK)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "socket path too long");
+    int fd;
+    fetchd_status st = open_socket(path, &fd, err);
+    if (st != FETCHD_OK)
+        return st;
 
     fetchd_client *c = calloc(1, sizeof *c);
     if (!c) {
@@ -170,6 +183,7 @@ fetchd_status fetchd_connect(const char *socket_path, fetchd_client **out, fetch
         return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
     }
     c->fd = fd;
+    memcpy(c->path, path, sizeof c->path);
     c->next_id = 1;
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -359,29 +373,75 @@ static void *reader_main(void *arg) {
 
 /* ------------------------------------------------------------------------------ calls */
 
-static fetchd_status send_message(fetchd_client *c, json_t *msg, fetchd_error *err) {
-    char *text = json_dumps(msg, JSON_COMPACT);
-    if (!text)
-        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "params cannot be encoded as JSON");
-    size_t len = strlen(text);
-    text[len] = '\n'; /* replaces the NUL: the buffer is sent by length */
-    fetchd_status st = FETCHD_OK;
-    pthread_mutex_lock(&c->send_lock);
+/* Writes len bytes of buf to the socket fd; the n_fds descriptors (may be 0) travel with the
+ * first byte (SCM_RIGHTS), as the protocol's bodyFrom/bodyTo want them. 0, or an errno. */
+static int write_all(int fd, const char *buf, size_t len, const int *fds, size_t n_fds) {
     size_t off = 0;
-    while (off < len + 1) {
-        ssize_t n = send(c->fd, text + off, len + 1 - off, MSG_NOSIGNAL);
+    if (n_fds > 0) {
+        char control[CMSG_SPACE(sizeof(int) * 4)];
+        if (n_fds > 4)
+            return EINVAL;
+        memset(control, 0, sizeof control);
+        struct iovec iov = {(void *)buf, len};
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = control;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+        memcpy(CMSG_DATA(cm), fds, sizeof(int) * n_fds);
+        ssize_t n;
+        do
+            n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+            return errno;
+        off = (size_t)n;
+    }
+    while (off < len) {
+        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0) {
-            st = fail(err, errno == EPIPE || errno == ECONNRESET ? FETCHD_ERR_CLOSED : FETCHD_ERR_IO,
-                      0, NULL, "sending to fetchd failed: %s", strerror(errno));
-            break;
-        }
+        if (n < 0)
+            return errno;
         off += (size_t)n;
     }
+    return 0;
+}
+
+/* msg as one line: a malloc'd buffer ended by a newline (not NUL-terminated); *len its size. */
+static char *message_line(json_t *msg, size_t *len) {
+    char *text = json_dumps(msg, JSON_COMPACT);
+    if (!text)
+        return NULL;
+    *len = strlen(text) + 1;
+    text[*len - 1] = '\n'; /* replaces the NUL: the buffer is sent by length */
+    return text;
+}
+
+static fetchd_status send_message_fds(fetchd_client *c, json_t *msg, const int *fds, size_t n_fds,
+                                      fetchd_error *err) {
+    size_t len;
+    char *text = message_line(msg, &len);
+    if (!text)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "params cannot be encoded as JSON");
+    fetchd_status st = FETCHD_OK;
+    pthread_mutex_lock(&c->send_lock);
+    int e = write_all(c->fd, text, len, fds, n_fds);
     pthread_mutex_unlock(&c->send_lock);
+    if (e)
+        st = fail(err, e == EPIPE || e == ECONNRESET ? FETCHD_ERR_CLOSED : FETCHD_ERR_IO,
+                  0, NULL, "sending to fetchd failed: %s", strerror(e));
     free(text);
     return st;
+}
+
+static fetchd_status send_message(fetchd_client *c, json_t *msg, fetchd_error *err) {
+    return send_message_fds(c, msg, NULL, 0, err);
 }
 
 static json_t *new_message(const char *method, json_t *params) {
@@ -426,8 +486,9 @@ static fetchd_status take_answer(json_t *answer, json_t **result, fetchd_error *
  * fn on this thread, in order and all before the answer is taken; a nonzero return from fn,
  * or running out of time, cancels the job (without waiting). */
 static fetchd_status call_internal(fetchd_client *c, const char *method, json_t *params,
-                                   const char *job_id, fetchd_progress_fn fn, void *user_data,
-                                   json_t **result, fetchd_error *err) {
+                                   const int *fds, size_t n_fds, const char *job_id,
+                                   fetchd_progress_fn fn, void *user_data, json_t **result,
+                                   fetchd_error *err) {
     if (result)
         *result = NULL;
     if (!c || !method)
@@ -459,7 +520,7 @@ static fetchd_status call_internal(fetchd_client *c, const char *method, json_t 
     pthread_mutex_unlock(&c->lock);
 
     json_object_set_new(msg, "id", json_integer(p->id));
-    fetchd_status st = send_message(c, msg, err);
+    fetchd_status st = send_message_fds(c, msg, fds, n_fds, err);
     json_decref(msg);
 
     struct timespec deadline;
@@ -519,19 +580,15 @@ static fetchd_status call_internal(fetchd_client *c, const char *method, json_t 
 
 fetchd_status fetchd_call(fetchd_client *c, const char *method, json_t *params, json_t **result,
                           fetchd_error *err) {
-    return call_internal(c, method, params, NULL, NULL, NULL, result, err);
+    return call_internal(c, method, params, NULL, 0, NULL, NULL, NULL, result, err);
 }
 
-fetchd_status fetchd_job_call(fetchd_client *c, const char *method, json_t *params,
-                              fetchd_progress_fn fn, void *user_data, json_t **result,
-                              fetchd_error *err) {
-    if (result)
-        *result = NULL;
-    if (!c || !method || !json_is_object(params))
-        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "client, method or params invalid");
-    json_t *own = json_copy(params); /* shallow: only jobId and progress are added */
+/* A shallow copy of params with a "jobId" (made here when params has none) and, with a
+ * progress callback, "progress": true unless params says otherwise. */
+static json_t *job_params(fetchd_client *c, json_t *params, int progress) {
+    json_t *own = json_copy(params); /* shallow: only members are added */
     if (!own)
-        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+        return NULL;
     if (!json_is_string(json_object_get(own, "jobId"))) {
         char id[96];
         pthread_mutex_lock(&c->lock);
@@ -540,13 +597,35 @@ fetchd_status fetchd_job_call(fetchd_client *c, const char *method, json_t *para
         snprintf(id, sizeof id, "c-%ld-%p-%lld", (long)getpid(), (void *)c, n);
         json_object_set_new(own, "jobId", json_string(id));
     }
-    if (fn && !json_object_get(own, "progress"))
+    if (progress && !json_object_get(own, "progress"))
         json_object_set_new(own, "progress", json_true());
-    fetchd_status st = call_internal(c, method, own,
+    return own;
+}
+
+fetchd_status fetchd_job_call_fds(fetchd_client *c, const char *method, json_t *params,
+                                  const int *fds, size_t n_fds, fetchd_progress_fn fn,
+                                  void *user_data, json_t **result, fetchd_error *err) {
+    if (result)
+        *result = NULL;
+    if (!c || !method || !json_is_object(params) || (n_fds && !fds) || n_fds > 4)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "client, method, params or fds invalid");
+    for (size_t i = 0; i < n_fds; i++)
+        if (fds[i] < 0)
+            return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "fds[%zu] is not a descriptor", i);
+    json_t *own = job_params(c, params, fn != NULL);
+    if (!own)
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    fetchd_status st = call_internal(c, method, own, fds, n_fds,
                                      json_string_value(json_object_get(own, "jobId")),
                                      fn, user_data, result, err);
     json_decref(own);
     return st;
+}
+
+fetchd_status fetchd_job_call(fetchd_client *c, const char *method, json_t *params,
+                              fetchd_progress_fn fn, void *user_data, json_t **result,
+                              fetchd_error *err) {
+    return fetchd_job_call_fds(c, method, params, NULL, 0, fn, user_data, result, err);
 }
 
 fetchd_status fetchd_notify(fetchd_client *c, const char *method, json_t *params,
@@ -882,7 +961,7 @@ fetchd_status fetchd_attach_progress(fetchd_client *c, const char *job_id, fetch
     json_t *params = json_pack("{s:s,s:b}", "jobId", job_id, "progress", fn != NULL);
     if (!params)
         return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
-    fetchd_status st = call_internal(c, "attach", params, job_id, fn, user_data, result, err);
+    fetchd_status st = call_internal(c, "attach", params, NULL, 0, job_id, fn, user_data, result, err);
     json_decref(params);
     return st;
 }
@@ -960,4 +1039,323 @@ fetchd_status fetchd_record_stubs(fetchd_client *c, const char *set, const char 
     if (!set || !har)
         return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "set or har is NULL");
     return call_for_job(c, "recordStubs", string_params("set", set, "har", har, NULL), NULL, err);
+}
+
+/* ---------------------------------------------------------------- streaming bodies */
+
+static fetchd_status fetch_fds(fetchd_client *c, json_t *params, int from_fd, int to_fd,
+                               fetchd_progress_fn fn, void *user_data, fetchd_response *response,
+                               fetchd_error *err) {
+    if (!response || !json_is_object(params) || (from_fd < 0 && to_fd < 0))
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL,
+                    "params must be an object and a descriptor must be given");
+    memset(response, 0, sizeof *response);
+    json_t *own = json_copy(params);
+    if (!own)
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    int fds[2];
+    size_t n = 0;
+    if (from_fd >= 0) { /* the protocol's order: bodyFrom, then bodyTo */
+        json_object_set_new(own, "bodyFrom", json_string("fd"));
+        fds[n++] = from_fd;
+    }
+    if (to_fd >= 0) {
+        json_object_set_new(own, "bodyTo", json_string("fd"));
+        fds[n++] = to_fd;
+    }
+    json_t *result = NULL;
+    fetchd_status st = fetchd_job_call_fds(c, "fetch", own, fds, n, fn, user_data, &result, err);
+    json_decref(own);
+    return take_response(st, "fetch", result, response, err);
+}
+
+fetchd_status fetchd_fetch_fds(fetchd_client *c, json_t *params, int from_fd, int to_fd,
+                               fetchd_progress_fn fn, void *user_data, fetchd_response *response,
+                               fetchd_error *err) {
+    return fetch_fds(c, params, from_fd, to_fd, fn, user_data, response, err);
+}
+
+fetchd_status fetchd_fetch_to_fd(fetchd_client *c, json_t *params, int fd, fetchd_response *response,
+                                 fetchd_error *err) {
+    if (fd < 0)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "fd is not a descriptor");
+    return fetch_fds(c, params, -1, fd, NULL, NULL, response, err);
+}
+
+fetchd_status fetchd_fetch_from_fd(fetchd_client *c, json_t *params, int fd, fetchd_response *response,
+                                   fetchd_error *err) {
+    if (fd < 0)
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "fd is not a descriptor");
+    return fetch_fds(c, params, fd, -1, NULL, NULL, response, err);
+}
+
+/* A connection of one streamed job, read on the calling thread: nothing else is on it, so
+ * not reading it pauses that job only, and the callbacks may use the client freely. */
+struct stream_conn {
+    int fd;
+    char *buf;
+    size_t cap, len, start, scanned;
+    struct timespec deadline;
+    long timeout_ms;
+    unsigned char *bytes;       /* a decoded chunk (reused) */
+    size_t bytes_cap;
+};
+
+static long ms_until(const struct timespec *t) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long ms = (long)(t->tv_sec - now.tv_sec) * 1000 + (t->tv_nsec - now.tv_nsec) / 1000000;
+    return ms < 0 ? 0 : ms;
+}
+
+/* The next line (without its newline) in *line / *len. FETCHD_OK, or CLOSED, IO, TIMEOUT. */
+static fetchd_status stream_next_line(struct stream_conn *s, char **line, size_t *len,
+                                      fetchd_error *err) {
+    for (;;) {
+        char *nl = memchr(s->buf + s->scanned, '\n', s->len - s->scanned);
+        if (nl) {
+            *line = s->buf + s->start;
+            *len = (size_t)(nl - *line);
+            s->start = s->scanned = (size_t)(nl - s->buf) + 1;
+            return FETCHD_OK;
+        }
+        s->scanned = s->len;
+        if (s->start) { /* keep the unfinished line at the front */
+            memmove(s->buf, s->buf + s->start, s->len - s->start);
+            s->len -= s->start;
+            s->scanned -= s->start;
+            s->start = 0;
+        }
+        if (s->len == s->cap) {
+            if (s->cap >= FETCHD_MAX_LINE)
+                return fail(err, FETCHD_ERR_PROTOCOL, 0, NULL, "a line from fetchd is longer than 1 GiB");
+            char *bigger = realloc(s->buf, s->cap * 2);
+            if (!bigger)
+                return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+            s->buf = bigger;
+            s->cap *= 2;
+        }
+        if (s->timeout_ms > 0) {
+            struct pollfd pfd = {s->fd, POLLIN, 0};
+            int r = poll(&pfd, 1, (int)ms_until(&s->deadline));
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r == 0)
+                return fail(err, FETCHD_ERR_TIMEOUT, 0, NULL, "no answer to fetch within %ld ms", s->timeout_ms);
+        }
+        ssize_t n = recv(s->fd, s->buf + s->len, s->cap - s->len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return fail(err, FETCHD_ERR_IO, 0, NULL, "reading from fetchd failed: %s", strerror(errno));
+        if (n == 0)
+            return fail(err, FETCHD_ERR_CLOSED, 0, NULL, "the connection to fetchd closed before the answer to fetch");
+        s->len += (size_t)n;
+    }
+}
+
+static const signed char B64[256] = {
+    ['A'] = 1, ['B'] = 2, ['C'] = 3, ['D'] = 4, ['E'] = 5, ['F'] = 6, ['G'] = 7, ['H'] = 8,
+    ['I'] = 9, ['J'] = 10, ['K'] = 11, ['L'] = 12, ['M'] = 13, ['N'] = 14, ['O'] = 15, ['P'] = 16,
+    ['Q'] = 17, ['R'] = 18, ['S'] = 19, ['T'] = 20, ['U'] = 21, ['V'] = 22, ['W'] = 23, ['X'] = 24,
+    ['Y'] = 25, ['Z'] = 26, ['a'] = 27, ['b'] = 28, ['c'] = 29, ['d'] = 30, ['e'] = 31, ['f'] = 32,
+    ['g'] = 33, ['h'] = 34, ['i'] = 35, ['j'] = 36, ['k'] = 37, ['l'] = 38, ['m'] = 39, ['n'] = 40,
+    ['o'] = 41, ['p'] = 42, ['q'] = 43, ['r'] = 44, ['s'] = 45, ['t'] = 46, ['u'] = 47, ['v'] = 48,
+    ['w'] = 49, ['x'] = 50, ['y'] = 51, ['z'] = 52, ['0'] = 53, ['1'] = 54, ['2'] = 55, ['3'] = 56,
+    ['4'] = 57, ['5'] = 58, ['6'] = 59, ['7'] = 60, ['8'] = 61, ['9'] = 62, ['+'] = 63, ['/'] = 64,
+}; /* value + 1; 0: not a base64 digit */
+
+/* Decodes base64 (padding optional) into s->bytes; *out_len its length. 0, or -1 on bad input. */
+static int stream_decode(struct stream_conn *s, const char *in, size_t in_len, size_t *out_len) {
+    size_t need = in_len / 4 * 3 + 3;
+    if (need > s->bytes_cap) {
+        unsigned char *bigger = realloc(s->bytes, need);
+        if (!bigger)
+            return -1;
+        s->bytes = bigger;
+        s->bytes_cap = need;
+    }
+    while (in_len && in[in_len - 1] == '=')
+        in_len--;
+    const unsigned char *p = (const unsigned char *)in;
+    unsigned char *o = s->bytes;
+    size_t i = 0;
+    for (; i + 4 <= in_len; i += 4) {
+        int a = B64[p[i]], b = B64[p[i + 1]], c = B64[p[i + 2]], d = B64[p[i + 3]];
+        if (!a || !b || !c || !d)
+            return -1;
+        unsigned v = (unsigned)(a - 1) << 18 | (unsigned)(b - 1) << 12 | (unsigned)(c - 1) << 6 | (unsigned)(d - 1);
+        *o++ = (unsigned char)(v >> 16);
+        *o++ = (unsigned char)(v >> 8);
+        *o++ = (unsigned char)v;
+    }
+    size_t rest = in_len - i;
+    if (rest == 1)
+        return -1;
+    if (rest) {
+        unsigned v = 0;
+        for (size_t k = 0; k < rest; k++) {
+            int x = B64[p[i + k]];
+            if (!x)
+                return -1;
+            v = v << 6 | (unsigned)(x - 1);
+        }
+        v <<= 6 * (4 - rest);
+        *o++ = (unsigned char)(v >> 16);
+        if (rest == 3)
+            *o++ = (unsigned char)(v >> 8);
+    }
+    *out_len = (size_t)(o - s->bytes);
+    return 0;
+}
+
+/* A bodyChunk notification's base64 without parsing the whole line as JSON: *b64 / *b64_len,
+ * or 0 when the line is something else (or escaped: then it is parsed as JSON). */
+static int find_chunk_data(const char *line, size_t len, const char **b64, size_t *b64_len) {
+    static const char key[] = "\"dataBase64\":\"";
+    static const char method[] = "\"method\":\"bodyChunk\"";
+    if (!memmem(line, len, method, sizeof method - 1))
+        return 0;
+    const char *k = memmem(line, len, key, sizeof key - 1);
+    if (!k)
+        return 0;
+    const char *start = k + sizeof key - 1;
+    const char *end = memchr(start, '"', len - (size_t)(start - line));
+    if (!end || memchr(start, '\\', (size_t)(end - start)))
+        return 0;
+    *b64 = start;
+    *b64_len = (size_t)(end - start);
+    return 1;
+}
+
+/* Hands one notification to its callback; nonzero: the callback asked to stop. */
+static int stream_notification(struct stream_conn *s, json_t *msg, const fetchd_stream_callbacks *cb,
+                               void *user_data) {
+    const char *method = json_string_value(json_object_get(msg, "method"));
+    json_t *params = json_object_get(msg, "params");
+    if (!method || !json_is_object(params))
+        return 0;
+    if (!strcmp(method, "responseHead"))
+        return cb->on_head ? cb->on_head((int)json_integer_value(json_object_get(params, "status")), params,
+                                         user_data) : 0;
+    if (!strcmp(method, "bodyChunk")) {
+        json_t *data = json_object_get(params, "dataBase64");
+        size_t n = 0;
+        if (!json_is_string(data) || stream_decode(s, json_string_value(data), json_string_length(data), &n) < 0)
+            return 0;
+        return cb->on_chunk ? cb->on_chunk(s->bytes, n, user_data) : 0;
+    }
+    if (!strcmp(method, "bodyLine")) {
+        json_t *line = json_object_get(params, "line");
+        return cb->on_line && json_is_string(line)
+            ? cb->on_line(json_string_value(line), json_string_length(line), user_data) : 0;
+    }
+    if (!strcmp(method, "sseEvent")) {
+        const char *event = json_string_value(json_object_get(params, "event"));
+        const char *data = json_string_value(json_object_get(params, "data"));
+        return cb->on_event ? cb->on_event(event ? event : "message", data ? data : "",
+                                           json_string_value(json_object_get(params, "id")), user_data) : 0;
+    }
+    return cb->on_progress ? cb->on_progress(method, params, user_data) : 0;
+}
+
+fetchd_status fetchd_fetch_stream(fetchd_client *c, json_t *params, const fetchd_stream_callbacks *cb,
+                                  void *user_data, fetchd_response *response, fetchd_error *err) {
+    static const fetchd_stream_callbacks none;
+    if (!c || !response || !json_is_object(params))
+        return fail(err, FETCHD_ERR_INVALID_ARGUMENT, 0, NULL, "client, params or response invalid");
+    memset(response, 0, sizeof *response);
+    if (!cb)
+        cb = &none;
+    json_t *own = job_params(c, params, cb->on_progress != NULL);
+    if (!own)
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    if (!json_object_get(own, "responseBody"))
+        json_object_set_new(own, "responseBody",
+                            json_string(cb->on_event ? "events" : cb->on_line ? "lines" : "stream"));
+    json_t *msg = json_pack("{s:s,s:i,s:s,s:O}", "jsonrpc", "2.0", "id", 1, "method", "fetch", "params", own);
+    char *jid = strdup(json_string_value(json_object_get(own, "jobId")));
+    json_decref(own);
+    struct stream_conn s = {.fd = -1, .cap = FETCHD_READ_CHUNK};
+    s.buf = malloc(s.cap);
+    size_t len = 0;
+    char *line_out = msg ? message_line(msg, &len) : NULL;
+    json_decref(msg);
+    if (!line_out || !jid || !s.buf) {
+        free(line_out);
+        free(jid);
+        free(s.buf);
+        return fail(err, FETCHD_ERR_NO_MEMORY, 0, NULL, "out of memory");
+    }
+    pthread_mutex_lock(&c->lock);
+    s.timeout_ms = c->timeout_ms;
+    pthread_mutex_unlock(&c->lock);
+    clock_gettime(CLOCK_MONOTONIC, &s.deadline);
+    s.deadline.tv_sec += s.timeout_ms / 1000;
+    s.deadline.tv_nsec += (s.timeout_ms % 1000) * 1000000L;
+    if (s.deadline.tv_nsec >= 1000000000L) {
+        s.deadline.tv_sec++;
+        s.deadline.tv_nsec -= 1000000000L;
+    }
+
+    fetchd_status st = open_socket(c->path, &s.fd, err);
+    if (st == FETCHD_OK) {
+        int e = write_all(s.fd, line_out, len, NULL, 0);
+        if (e)
+            st = fail(err, FETCHD_ERR_IO, 0, NULL, "sending to fetchd failed: %s", strerror(e));
+    }
+    int stopped = 0;
+    json_t *result = NULL;
+    while (st == FETCHD_OK) {
+        char *line = NULL;
+        size_t n = 0;
+        st = stream_next_line(&s, &line, &n, err);
+        if (st != FETCHD_OK)
+            break;
+        const char *b64 = NULL;
+        size_t b64_len = 0, bytes = 0;
+        if (find_chunk_data(line, n, &b64, &b64_len)) {
+            if (stream_decode(&s, b64, b64_len, &bytes) < 0) {
+                st = fail(err, FETCHD_ERR_PROTOCOL, 0, NULL, "bodyChunk data is not valid base64");
+                break;
+            }
+            if (!stopped && cb->on_chunk && cb->on_chunk(s.bytes, bytes, user_data) != 0)
+                stopped = 1;
+        } else {
+            json_error_t jerr;
+            json_t *m = n ? json_loadb(line, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr) : NULL;
+            if (!json_is_object(m)) {
+                json_decref(m);
+                continue;
+            }
+            json_t *id = json_object_get(m, "id");
+            if (!id) {
+                if (!stopped && stream_notification(&s, m, cb, user_data) != 0)
+                    stopped = 1;
+            } else if (json_is_integer(id) && json_integer_value(id) == 1) {
+                st = take_answer(m, &result, err);
+                json_decref(m);
+                break;
+            }
+            json_decref(m);
+        }
+        if (stopped == 1) { /* cancel on this connection; its answer is skipped above */
+            stopped = 2;
+            json_t *cancel = json_pack("{s:s,s:i,s:s,s:{s:s}}", "jsonrpc", "2.0", "id", 2, "method", "cancel",
+                                       "params", "jobId", jid);
+            size_t cl;
+            char *text = cancel ? message_line(cancel, &cl) : NULL;
+            json_decref(cancel);
+            if (text && write_all(s.fd, text, cl, NULL, 0) != 0)
+                st = fail(err, FETCHD_ERR_IO, 0, NULL, "sending cancel to fetchd failed");
+            free(text);
+        }
+    }
+    if (s.fd >= 0)
+        close(s.fd); /* a job not finished (a timeout, an error here) is cancelled by the daemon */
+    free(s.buf);
+    free(s.bytes);
+    free(line_out);
+    free(jid);
+    return take_response(st, "fetch", result, response, err);
 }

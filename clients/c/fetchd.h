@@ -257,6 +257,67 @@ fetchd_status fetchd_upload(fetchd_client *client, const char *url, const char *
 fetchd_status fetchd_attach_progress(fetchd_client *client, const char *job_id, fetchd_progress_fn fn,
                                      void *user_data, json_t **result, fetchd_error *err);
 
+/* ---- streaming bodies (docs/protocol.md, Streaming bodies) ---------------------------- */
+
+/* fetchd_job_call with descriptors: the n_fds (at most 4) descriptors travel with the request
+ * line (SCM_RIGHTS), as the protocol's "bodyFrom": "fd" and "bodyTo": "fd" want them (both:
+ * bodyFrom's first). They stay the caller's: the daemon uses copies of its own, which it
+ * closes when the job ends, and never changes their flags. */
+fetchd_status fetchd_job_call_fds(fetchd_client *client, const char *method, json_t *params,
+                                  const int *fds, size_t n_fds, fetchd_progress_fn fn,
+                                  void *user_data, json_t **result, fetchd_error *err);
+
+/* fetch (params borrowed, as fetchd_fetch_ex's) whose response body the daemon writes to fd
+ * as it arrives ("bodyTo": "fd"): a file, a pipe, a socket, this process's stdout. The call
+ * returns when the job has ended: response->body is empty, response->result has "bytes" and
+ * "sha256" of what was written. Something must read a pipe meanwhile (another thread or
+ * process): a reader that stops pauses the transfer. The reader gone (EPIPE): FETCHD_ERR_RPC,
+ * code -32001, data.kind "write"; a failure after bytes were written is never retried
+ * (data.streamed counts them). */
+fetchd_status fetchd_fetch_to_fd(fetchd_client *client, json_t *params, int fd,
+                                 fetchd_response *response, fetchd_error *err);
+
+/* fetch whose request body the daemon reads from fd until EOF ("bodyFrom": "fd"), sent
+ * chunked, or with Content-Length when params has "bodySize" (fewer bytes: -32001 kind
+ * "read"). POST unless params says "method". */
+fetchd_status fetchd_fetch_from_fd(fetchd_client *client, json_t *params, int fd,
+                                   fetchd_response *response, fetchd_error *err);
+
+/* Both (from_fd or to_fd -1: not given), with a per-call progress callback (fn may be NULL). */
+fetchd_status fetchd_fetch_fds(fetchd_client *client, json_t *params, int from_fd, int to_fd,
+                               fetchd_progress_fn fn, void *user_data, fetchd_response *response,
+                               fetchd_error *err);
+
+/* What fetchd_fetch_stream calls as the answer arrives. Any member may be NULL. Each runs on
+ * the calling thread, in order, before fetchd_fetch_stream returns, and may call any function
+ * of the client; returning nonzero cancels the job (the call then usually returns
+ * FETCHD_ERR_RPC with code FETCHD_RPC_CANCELLED) and no callback is called after it. */
+typedef struct fetchd_stream_callbacks {
+    /* responseHead: the status and the whole notification params (borrowed): "headers"
+     * {lowercase name: value}, "httpVersion", "url", "jobId". An event stream calls it again
+     * for each reconnection. */
+    int (*on_head)(int status, json_t *head, void *user_data);
+    /* bodyChunk: the next len bytes of the body, decoded (borrowed until it returns). */
+    int (*on_chunk)(const unsigned char *data, size_t len, void *user_data);
+    /* bodyLine ("responseBody": "lines"): one line without its LF or CRLF, UTF-8, NUL-ended. */
+    int (*on_line)(const char *line, size_t len, void *user_data);
+    /* sseEvent ("responseBody": "events"): event (default "message"), data, and id (NULL
+     * when the event carried none). */
+    int (*on_event)(const char *event, const char *data, const char *id, void *user_data);
+    /* progress and retrying notifications, as a fetchd_progress_fn (sets "progress": true). */
+    fetchd_progress_fn on_progress;
+} fetchd_stream_callbacks;
+
+/* fetch with the body handed to callbacks as it arrives. "responseBody" defaults to "events"
+ * when on_event is set, else "lines" when on_line is, else "stream" (bodyChunk). The job runs
+ * on a connection of its own, read on this thread: a callback that takes its time pauses
+ * this transfer only (the daemon stops reading from the server), never the client's other
+ * calls. On FETCHD_OK *response holds the result (no body; "bytes", and "lines" or "events"
+ * and "reconnects"). fetchd_set_timeout's limit bounds the whole call. */
+fetchd_status fetchd_fetch_stream(fetchd_client *client, json_t *params,
+                                  const fetchd_stream_callbacks *callbacks, void *user_data,
+                                  fetchd_response *response, fetchd_error *err);
+
 /* ---- stubs (docs/protocol.md, Stubs; docs/testing.md) -------------------------------- */
 
 /* addStub: stub (borrowed) is its params, e.g. {"set": "t", "match": {"url": "..."},

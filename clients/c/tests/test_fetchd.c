@@ -15,27 +15,11 @@
 #include <unistd.h>
 
 #include "fetchd.h"
+#include "check.h"
 
-static const char *sock, *base, *tmpdir;
+static const char *sock, *tmpdir;
 static int closed_port;
-static int checks, failures, skipped;
-
-#define CHECK(cond, ...) do { \
-        checks++; \
-        if (!(cond)) { \
-            failures++; \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__); \
-            fputc('\n', stderr); \
-        } \
-    } while (0)
-
-static char *url(const char *path) {
-    char *u = NULL;
-    if (asprintf(&u, "%s%s", base, path) < 0)
-        abort();
-    return u;
-}
+static int skipped;
 
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
