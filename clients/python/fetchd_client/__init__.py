@@ -8,7 +8,8 @@
 
 See Client for every method and fetchd_client.errors for the exceptions.
 """
-from .aio import AsyncClient, AsyncJob
+from ._stream import EventStream, ServerSentEvent, StreamConsumed, StreamingResponse
+from .aio import AsyncClient, AsyncEventStream, AsyncJob
 from .client import UNSET, Client, Session, StubSet, default_socket_path
 from .errors import (Cancelled, ConnectError, ConnectionClosed, DaemonUnreachable, FetchdError,
                      FileError, HTTPStatusError, InternalError, InvalidParams, InvalidRequest,
@@ -21,6 +22,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "Client", "Session", "AsyncClient", "AsyncJob", "Response", "Headers", "RedirectHop",
+    "StreamingResponse", "EventStream", "AsyncEventStream", "ServerSentEvent", "StreamConsumed",
     "StubSet", "default_socket_path", "UNSET",
     "FetchdError", "DaemonUnreachable", "ConnectError", "UntrustedPeer", "ConnectionClosed",
     "Timeout", "RPCError", "ParseError", "InvalidRequest", "MethodNotFound", "InvalidParams",

@@ -5,8 +5,12 @@ import base64
 import os
 from typing import Any, Dict, Generic, Iterable, Mapping, Optional, Tuple, TypeVar, Union
 
+from ._body import Descriptors
 from ._prepare import (UNSET, AuthArg, Callback, HeadersArg, ParamsArg, PathLike, TimeoutArg,
                        file_spec, model_options, put, request_model, requests_params)
+
+#: ``response_body`` values whose body arrives in notifications, as it comes.
+STREAM_MODES = ("stream", "lines", "events")
 
 __all__ = ["HTTPMethods"]
 
@@ -18,7 +22,15 @@ class HTTPMethods(Generic[T]):
     """Mixin: every method sends one job and returns what ``_start`` makes of it."""
 
     def _start(self, method: str, params: Dict[str, Any], on_progress: Optional[Callback],
-               on_retrying: Optional[Callback], rpc_timeout: Optional[float]) -> T:
+               on_retrying: Optional[Callback], rpc_timeout: Optional[float],
+               fds: Optional[Descriptors] = None) -> T:
+        raise NotImplementedError
+
+    def _start_stream(self, method: str, params: Dict[str, Any], text_lines: bool,
+                      on_progress: Optional[Callback], on_retrying: Optional[Callback],
+                      rpc_timeout: Optional[float], fds: Optional[Descriptors]) -> T:
+        """Like _start, for ``params["responseBody"]`` in STREAM_MODES: the job on a
+        connection of its own, answered with a streaming response once the head is final."""
         raise NotImplementedError
 
     def fetch(self, url: str, *, method: Optional[str] = None,
@@ -34,6 +46,7 @@ class HTTPMethods(Generic[T]):
               progress: Optional[bool] = None, job_id: Optional[str] = None,
               detach: Optional[bool] = None, comment: Optional[str] = None,
               response_body: Optional[str] = None, max_body_bytes: Optional[int] = None,
+              to: Any = None, body_from: Any = None,
               on_progress: Optional[Callback] = None, on_retrying: Optional[Callback] = None,
               rpc_timeout: Optional[float] = None, **extra: Any) -> T:
         """``fetch``: one HTTP request; returns a :class:`Response` (any status, 404 included).
@@ -43,7 +56,15 @@ class HTTPMethods(Generic[T]):
         ``body_file`` (a path, made absolute here). ``timeout``/``connect_timeout`` are seconds
         per attempt; ``retry`` is True/False or ``{"maxAttempts", "maxInterval", "statuses"}``;
         ``cookie_jar=False`` sends and keeps no cookies. ``response_body``: ``"auto"``,
-        ``"text"``, ``"base64"``, ``"json"`` or ``"none"``.
+        ``"text"``, ``"base64"``, ``"json"`` or ``"none"``; ``"stream"`` or ``"lines"`` return
+        a streaming response as soon as the head is final (see ``stream=True`` of
+        :meth:`request`; for ``"events"`` use :meth:`events`).
+
+        ``to``: the response body is written by the daemon into this file object, descriptor
+        or path (opened ``"wb"`` here) as it arrives (``bodyTo``); the result then has no
+        body, but ``bytes`` and ``sha256``. ``body_from``: the request body is read by the
+        daemon from this file object, pipe, socket or descriptor until its end, or written
+        here from an iterator or generator of bytes (``bodyFrom``).
 
         ``on_progress(params)`` gets every ``progress`` notification of the job
         (``sentBytes``, ``totalSendBytes``, ``receivedBytes``, ``totalReceiveBytes``) and
@@ -67,7 +88,23 @@ class HTTPMethods(Generic[T]):
                                 detach=detach, comment=comment, extra=extra)
         put(params, "responseBody", response_body)
         put(params, "maxBodyBytes", max_body_bytes)
-        return self._start("fetch", params, on_progress, on_retrying, rpc_timeout)
+        fds = Descriptors(params, body_from, to) if body_from is not None or to is not None else None
+        if response_body in STREAM_MODES:
+            return self._stream("fetch", params, True, on_progress, on_retrying, rpc_timeout, fds)
+        return self._start("fetch", params, on_progress, on_retrying, rpc_timeout, fds)
+
+    def _stream(self, method: str, params: Dict[str, Any], text_lines: bool,
+                on_progress: Optional[Callback],
+                on_retrying: Optional[Callback], rpc_timeout: Optional[float],
+                fds: Optional[Descriptors]) -> T:
+        if "bodyTo" in params:
+            if fds is not None:
+                fds.close()
+            raise ValueError("a streamed body cannot also go to a descriptor (to=)")
+        if params.get("responseBody") not in STREAM_MODES:
+            params["responseBody"] = "stream"
+        return self._start_stream(method, params, text_lines, on_progress, on_retrying,
+                                  rpc_timeout, fds)
 
     # ------------------------------------------------------------------ requests / httpx style
     def request(self, method: str, url: str, *, params: ParamsArg = None, data: Any = None,
@@ -75,7 +112,7 @@ class HTTPMethods(Generic[T]):
                 cookies: Optional[Mapping[str, str]] = None, auth: AuthArg = None,
                 timeout: TimeoutArg = None, allow_redirects: Optional[bool] = None,
                 follow_redirects: Optional[bool] = None, verify: Any = None, cert: Any = None,
-                proxy: Optional[Union[str, bool]] = None,
+                proxy: Optional[Union[str, bool]] = None, stream: bool = False, to: Any = None,
                 progress: Optional[Callback] = None, on_progress: Optional[Callback] = None,
                 on_retrying: Optional[Callback] = None, rpc_timeout: Optional[float] = None,
                 **options: Any) -> T:
@@ -94,13 +131,26 @@ class HTTPMethods(Generic[T]):
         ``(cert, key)``, ``proxy="http://..."``. ``progress``/``on_progress``,
         ``on_retrying``: callbacks as for :meth:`fetch`. Other keywords are :meth:`fetch`'s
         (``retry=``, ``max_body_bytes=``, ``job_id=``, ``response_body=``...).
+
+        ``stream=True``: the response comes back as soon as its head is final, and its body
+        is read as it arrives (``iter_content``, ``iter_lines``, ``raw``...; see
+        :class:`StreamingResponse`); close it, or use it in a ``with`` block. ``data`` may
+        also be a pipe, a socket or an iterator / generator of bytes: the daemon reads it as
+        it goes (chunked, or with Content-Length for a file). ``to``: the body goes into
+        that file object, descriptor or path as it arrives, written by the daemon.
         """
-        kind, p = requests_params(method, url, params=params, data=data, json=json, files=files,
-                                  headers=headers, cookies=cookies, auth=auth, timeout=timeout,
-                                  allow_redirects=allow_redirects,
-                                  follow_redirects=follow_redirects, verify=verify, cert=cert,
-                                  proxy=proxy, **options)
-        return self._start(kind, p, progress or on_progress, on_retrying, rpc_timeout)
+        text_lines = bool(options.pop("_text_lines", False))
+        kind, p, body_from = requests_params(method, url, params=params, data=data, json=json,
+                                             files=files, headers=headers, cookies=cookies,
+                                             auth=auth, timeout=timeout,
+                                             allow_redirects=allow_redirects,
+                                             follow_redirects=follow_redirects, verify=verify,
+                                             cert=cert, proxy=proxy, **options)
+        fds = Descriptors(p, body_from, to) if body_from is not None or to is not None else None
+        on_progress = progress or on_progress
+        if stream or p.get("responseBody") in STREAM_MODES:
+            return self._stream(kind, p, text_lines, on_progress, on_retrying, rpc_timeout, fds)
+        return self._start(kind, p, on_progress, on_retrying, rpc_timeout, fds)
 
     def get(self, url: str, **kwargs: Any) -> T:
         """``request("GET", url, ...)``."""
@@ -211,3 +261,23 @@ def _requests_aliases(options: Dict[str, Any]) -> Dict[str, Any]:
         if options.pop(key, None) is False:
             options.setdefault("max_redirects", 0)
     return options
+
+
+def events_params(url: str, method: Optional[str],
+                  options: Dict[str, Any]) -> Tuple[str, Dict[str, Any], Optional[Descriptors],
+                                                    Optional[Callback], Optional[Callback],
+                                                    Optional[float]]:
+    """(protocol method, params, descriptors, on_progress, on_retrying, rpc_timeout) of
+    ``events(url, ...)``: request()'s keywords; the method is POST when a body is given
+    (an LLM API's ``json={...}``), else GET."""
+    on_progress = options.pop("on_progress", None) or options.pop("progress", None)
+    on_retrying = options.pop("on_retrying", None)
+    rpc_timeout = options.pop("rpc_timeout", None)
+    to = options.pop("to", None)
+    if to is not None:
+        raise ValueError("events cannot also go to a descriptor (to=)")
+    has_body = any(options.get(k) not in (None, UNSET) for k in ("data", "json", "files"))
+    kind, p, body_from = requests_params(method or ("POST" if has_body else "GET"), url, **options)
+    fds = Descriptors(p, body_from) if body_from is not None else None
+    p["responseBody"] = "events"
+    return kind, p, fds, on_progress, on_retrying, rpc_timeout

@@ -8,6 +8,8 @@ import os
 from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple,
                     Union)
 
+from ._body import has_descriptor, is_stream_body
+
 __all__ = ["messages", "Defaults", "PathLike", "Callback", "UNSET", "camel", "put", "file_spec",
            "request_model", "requests_params"]
 
@@ -263,11 +265,13 @@ def requests_params(method: str, url: str, *, params: ParamsArg = None, data: An
                     timeout: TimeoutArg = None, allow_redirects: Optional[bool] = None,
                     follow_redirects: Optional[bool] = None, verify: Any = None,
                     cert: Any = None, proxy: Optional[Union[str, bool]] = None,
-                    **options: Any) -> Tuple[str, Dict[str, Any]]:
-    """(protocol method, params) for a requests-style call. ``files`` makes it an
-    ``upload`` (multipart, ``data`` then gives the other form fields); everything else is a
-    ``fetch``. Keywords not named here are fetch()'s (``retry=``, ``max_body_bytes=``,
-    ``job_id=``...)."""
+                    **options: Any) -> Tuple[str, Dict[str, Any], Any]:
+    """(protocol method, params, stream body) for a requests-style call. ``files`` makes it
+    an ``upload`` (multipart, ``data`` then gives the other form fields); everything else is
+    a ``fetch``. Keywords not named here are fetch()'s (``retry=``, ``max_body_bytes=``,
+    ``job_id=``...). The stream body is ``data`` when it must be read as it goes (a pipe, a
+    socket, a file not at its start, an iterator or generator), else None: the caller hands
+    it to the daemon with ``bodyFrom``."""
     hdrs: Dict[str, Optional[str]] = dict(headers or {})
     if cookies:
         hdrs["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
@@ -277,6 +281,7 @@ def requests_params(method: str, url: str, *, params: ParamsArg = None, data: An
         options["auth"] = False
     body: Dict[str, Any] = {}
     kind = "fetch"
+    stream_body: Any = None
     if files is not None:
         kind = "upload"
         body["files"] = requests_files(files)
@@ -291,8 +296,12 @@ def requests_params(method: str, url: str, *, params: ParamsArg = None, data: An
             path = _as_path(data)
             if path is not None:
                 body["body_file"] = path
+            elif has_descriptor(data):
+                stream_body = data
             else:
                 body["body"] = data.read()
+        elif is_stream_body(data) or (has_descriptor(data) and not isinstance(data, int)):
+            stream_body = data
         else:
             body["form"] = _query_dict(data)
     if json is not UNSET:
@@ -319,4 +328,4 @@ def requests_params(method: str, url: str, *, params: ParamsArg = None, data: An
     if timeout is not None:
         p.pop("timeout", None)
         _put_timeout(p, timeout)
-    return kind, p
+    return kind, p, stream_body

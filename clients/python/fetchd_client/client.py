@@ -20,17 +20,18 @@ import logging
 import os
 import queue
 import socket
-import struct
 import threading
 import time
 import uuid
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
+from ._body import Descriptors, feed
 from ._prepare import (UNSET, AuthArg, Callback, Defaults, HeadersArg, ParamsArg, PathLike,
                        TimeoutArg, camel, messages, put)
-from .errors import (ConnectionClosed, DaemonUnreachable, FetchdError, RPCError, Timeout,
-                     UntrustedPeer, error_from_answer)
-from ._api import HTTPMethods
+from ._stream import EventStream, StreamCore, StreamingResponse, _Connection
+from ._transport import READ_CHUNK, check_peer, connect_socket, default_socket_path, encode, send_line
+from .errors import ConnectionClosed, FetchdError, RPCError, Timeout, error_from_answer
+from ._api import HTTPMethods, events_params
 from .models import Response
 
 __all__ = ["Client", "Session", "Response", "default_socket_path", "UNSET"]
@@ -39,40 +40,8 @@ log = logging.getLogger("fetchd_client")
 
 Json = Any
 
-
-#: Bytes read from the socket at a time.
-_READ_CHUNK = 1 << 20
-
-
-def default_socket_path(socket_path: Optional[PathLike] = None) -> str:
-    """The socket path by the daemon's rules: the argument, else ``$FETCHD_SOCKET``, else
-    ``$XDG_RUNTIME_DIR/fetchd.sock``, else ``/tmp/fetchd-<uid>/fetchd.sock`` (a directory
-    the daemon creates with mode 0700)."""
-    if socket_path:
-        return os.fspath(socket_path)
-    env = os.environ.get("FETCHD_SOCKET")
-    if env:
-        return env
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg:
-        return os.path.join(xdg, "fetchd.sock")
-    return f"/tmp/fetchd-{os.getuid()}/fetchd.sock"
-
-
-#: struct ucred: pid_t pid; uid_t uid; gid_t gid.
-_UCRED = struct.Struct("=iII")
-
-
-def _check_peer(sock: socket.socket, socket_path: str) -> None:
-    """Raises UntrustedPeer unless the process listening on ``sock`` runs as this process's
-    uid or as root (SO_PEERCRED: the kernel's word, not the peer's). Called before anything
-    is sent: a socket path someone else took first must not receive the requests."""
-    pid, uid, _ = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
-    me = os.getuid()
-    if uid not in (me, 0):
-        raise UntrustedPeer(f"refusing fetchd at {socket_path}: the socket is served by uid {uid} "
-                            f"(pid {pid}), not by this user (uid {me}) or root; nothing was sent",
-                            socket_path, uid, pid)
+#: The peer check, under its older name (the asyncio client imported it from here).
+_check_peer = check_peer
 
 
 class _Call:
@@ -119,6 +88,7 @@ class Client(HTTPMethods[Response]):
         self.defaults = Defaults(base_url, headers, params, auth, timeout)
         self.socket_path = default_socket_path(socket_path)
         self.rpc_timeout = rpc_timeout
+        self.connect_timeout = connect_timeout
         self.on_notification = on_notification
         self._ids = itertools.count(1)
         self._lock = threading.Lock()          # guards _calls, _jobs, _closed_error
@@ -126,23 +96,7 @@ class Client(HTTPMethods[Response]):
         self._calls: Dict[int, _Call] = {}
         self._jobs: Dict[str, _Call] = {}
         self._closed_error: Optional[FetchdError] = None
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(connect_timeout)
-            sock.connect(self.socket_path)
-            sock.settimeout(None)
-            _check_peer(sock, self.socket_path)
-        except UntrustedPeer:
-            sock.close()
-            raise
-        except OSError as e:
-            sock.close()
-            raise DaemonUnreachable(f"cannot connect to fetchd at {self.socket_path}: "
-                                    f"{e.strerror or e}", self.socket_path) from e
-        except BaseException:
-            sock.close()
-            raise
-        self._sock = sock
+        self._sock = connect_socket(self.socket_path, connect_timeout)
         self._reader = threading.Thread(target=self._read_loop, name="fetchd-client-reader",
                                         daemon=True)
         self._reader.start()
@@ -359,23 +313,92 @@ class Client(HTTPMethods[Response]):
 
     # ------------------------------------------------------------------ internals
     def _start(self, method: str, params: Dict[str, Any], on_progress: Optional[Callback],
-               on_retrying: Optional[Callback], rpc_timeout: Optional[float]) -> Response:
-        return Response(self._job_call(method, params, on_progress, on_retrying, rpc_timeout))
+               on_retrying: Optional[Callback], rpc_timeout: Optional[float],
+               fds: Optional[Descriptors] = None) -> Response:
+        return Response(self._job_call(method, params, on_progress, on_retrying, rpc_timeout, fds))
 
-    def _job_call(self, method: str, params: Dict[str, Any], on_progress: Optional[Callback],
-                  on_retrying: Optional[Callback], rpc_timeout: Optional[float]) -> Json:
+    def _job_params(self, params: Dict[str, Any], on_progress: Optional[Callback],
+                    on_retrying: Optional[Callback]) -> str:
         # A job id made here lets the client route this job's notifications and cancel the
         # job when the caller is interrupted (Ctrl-C, rpc_timeout, a callback raising).
         self.defaults.apply(params)
         params.setdefault("jobId", f"py-{uuid.uuid4().hex[:16]}")
         if on_progress is not None or on_retrying is not None:
             params.setdefault("progress", True)
-        return self._call(method, params, rpc_timeout=rpc_timeout, job_id=params.get("jobId"),
-                          on_progress=on_progress, on_retrying=on_retrying)
+        return str(params["jobId"])
+
+    def _job_call(self, method: str, params: Dict[str, Any], on_progress: Optional[Callback],
+                  on_retrying: Optional[Callback], rpc_timeout: Optional[float],
+                  fds: Optional[Descriptors] = None) -> Json:
+        job_id = self._job_params(params, on_progress, on_retrying)
+        if fds is None:
+            return self._call(method, params, rpc_timeout=rpc_timeout, job_id=job_id,
+                              on_progress=on_progress, on_retrying=on_retrying)
+        feeder = _Feeder(self, job_id, fds)
+        try:
+            return self._call(method, params, rpc_timeout=rpc_timeout, job_id=job_id,
+                              on_progress=on_progress, on_retrying=on_retrying, fds=fds,
+                              sent=feeder.start)
+        except RPCError as e:
+            feeder.raise_error(e)
+            raise
+        finally:
+            fds.close()
+            feeder.raise_error(None)
+
+    def _stream_connection(self, method: str, params: Dict[str, Any],
+                           on_progress: Optional[Callback], on_retrying: Optional[Callback],
+                           fds: Optional[Descriptors]) -> _Connection:
+        """A streamed job started on a connection of its own."""
+        job_id = self._job_params(params, on_progress, on_retrying)
+        if self._closed_error is not None:
+            raise self._closed_error
+        core = StreamCore(job_id, on_progress, on_retrying)
+        try:
+            conn = _Connection(self.socket_path, self.connect_timeout, method, params,
+                               fds.fds if fds is not None else (), core)
+            if fds is not None:
+                _Feeder(self, job_id, fds).start()
+        finally:
+            if fds is not None:
+                fds.close()
+        return conn
+
+    def _start_stream(self, method: str, params: Dict[str, Any], text_lines: bool,
+                      on_progress: Optional[Callback], on_retrying: Optional[Callback],
+                      rpc_timeout: Optional[float], fds: Optional[Descriptors]) -> Response:
+        conn = self._stream_connection(method, params, on_progress, on_retrying, fds)
+        return StreamingResponse._open(conn, text_lines, str(params["responseBody"]),
+                                       self.rpc_timeout if rpc_timeout is None else rpc_timeout)
+
+    def stream(self, method: str, url: str, **kwargs: Any) -> StreamingResponse:
+        """httpx's form: ``with client.stream("GET", url) as r:`` then ``r.iter_bytes()``,
+        ``r.iter_text()``, ``r.iter_lines()`` (str), ``r.read()``. The same as
+        ``request(method, url, stream=True, ...)``; leaving the block before the end cancels
+        the job."""
+        r = self.request(method, url, stream=True, _text_lines=True, **kwargs)
+        assert isinstance(r, StreamingResponse)
+        return r
+
+    def events(self, url: str, method: Optional[str] = None, **kwargs: Any) -> EventStream:
+        """Server-Sent Events from ``url`` (``responseBody: "events"``), parsed by the daemon,
+        which reconnects when the connection drops::
+
+            with client.events(url, json={"prompt": "hi", "stream": True}) as events:
+                for ev in events:                  # ServerSentEvent: .event, .data, .id, .json()
+                    print(ev.data, end="", flush=True)
+
+        Takes request()'s keywords; POST when ``json``/``data`` is given, else GET. The request
+        is sent now; see :class:`EventStream`."""
+        kind, p, fds, on_progress, on_retrying, rpc_timeout = events_params(url, method, kwargs)
+        conn = self._stream_connection(kind, p, on_progress, on_retrying, fds)
+        limit = self.rpc_timeout if rpc_timeout is None else rpc_timeout
+        return EventStream(lambda: StreamingResponse._open(conn, True, "events", limit))
 
     def _call(self, method: str, params: Any = None, *, rpc_timeout: Optional[float] = None,
               job_id: Optional[str] = None, on_progress: Optional[Callback] = None,
-              on_retrying: Optional[Callback] = None, owns_job: bool = True) -> Json:
+              on_retrying: Optional[Callback] = None, owns_job: bool = True,
+              fds: Optional[Descriptors] = None, sent: Optional[Callable[[], None]] = None) -> Json:
         if threading.current_thread() is self._reader:
             raise RuntimeError("fetchd_client: a call from on_notification (the reader thread) "
                                "would wait forever; use notify() or another thread")
@@ -390,7 +413,9 @@ class Client(HTTPMethods[Response]):
         if params is not None:
             msg["params"] = params
         try:
-            self._send(msg)
+            self._send(msg, fds.fds if fds is not None else ())
+            if sent is not None:
+                sent()
             return self._wait(call, self.rpc_timeout if rpc_timeout is None else rpc_timeout)
         finally:
             with self._lock:
@@ -444,13 +469,13 @@ class Client(HTTPMethods[Response]):
         except FetchdError:
             pass
 
-    def _send(self, msg: Dict[str, Any]) -> None:
-        data = _json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+    def _send(self, msg: Dict[str, Any], fds: Sequence[int] = ()) -> None:
+        data = encode(msg)
         with self._send_lock:
             if self._closed_error is not None:
                 raise self._closed_error
             try:
-                self._sock.sendall(data)
+                send_line(self._sock, data, fds)
             except OSError as e:
                 raise ConnectionClosed(f"sending to fetchd failed: {e}") from e
 
@@ -461,7 +486,7 @@ class Client(HTTPMethods[Response]):
         reason = "the daemon closed the connection"
         try:
             while True:
-                chunk = self._sock.recv(_READ_CHUNK)
+                chunk = self._sock.recv(READ_CHUNK)
                 if not chunk:
                     break
                 buf += chunk
@@ -524,6 +549,36 @@ class Client(HTTPMethods[Response]):
             calls = list(self._calls.values())
         for call in calls:
             call.queue.put(("closed", ConnectionClosed(err.message)))
+
+
+class _Feeder:
+    """Writes an iterator body into the pipe the daemon reads (a thread of its own). When the
+    iterator raises, the job is cancelled before the pipe is closed (its end must not pass
+    for the end of the body), and the call raises that exception."""
+
+    def __init__(self, client: Client, job_id: str, fds: Descriptors):
+        self.client = client
+        self.job_id = job_id
+        self.fds = fds
+        self.error: Optional[BaseException] = None
+
+    def start(self) -> None:
+        self.fds.sent()
+        if self.fds.source is None:
+            return
+        threading.Thread(target=feed, args=(self.fds.take_write_fd(), self.fds.source, self._failed),
+                         name="fetchd-client-body", daemon=True).start()
+
+    def _failed(self, e: BaseException) -> None:
+        self.error = e
+        try:
+            self.client.cancel(self.job_id)
+        except FetchdError:
+            pass
+
+    def raise_error(self, cause: Optional[BaseException]) -> None:
+        if self.error is not None:
+            raise self.error from cause
 
 
 class StubSet:
