@@ -200,37 +200,3 @@ final class StubStage: Stage {
             cancel: { error in pending.release(.failure(error)) })
     }
 }
-
-/// A hold's release, called once: by what the attempt waits for, or by a cancel, whichever
-/// comes first.
-final class PendingRelease: Sendable {
-    private let release = Locked<(@Sendable (Result<Void, any Error>) -> Void)?>(nil)
-    private let released = Atomic<Bool>(false)
-
-    func arm(_ release: @escaping @Sendable (Result<Void, any Error>) -> Void) {
-        self.release.withLock { $0 = release }
-    }
-
-    /// Released already (a cancel came): what the attempt waited for can stop.
-    var isReleased: Bool { released.load(ordering: .relaxed) }
-
-    /// Runs `body` under the lock if the release is still pending (a cancel then waits for it);
-    /// false, without running it, when it was released.
-    func ifPending(_ body: () -> Void) -> Bool {
-        release.withLock { r in
-            guard r != nil else { return false }
-            body()
-            return true
-        }
-    }
-
-    func release(_ result: Result<Void, any Error>) {
-        let taken = release.withLock { r in
-            defer { r = nil }
-            return r
-        }
-        guard let taken else { return }
-        released.store(true, ordering: .relaxed)
-        taken(result)
-    }
-}
