@@ -1,6 +1,7 @@
 // Type declarations for fetchd-client (hand-written; the package has no build step).
 /// <reference types="node" />
 import { EventEmitter } from 'node:events';
+import { ReadableStream } from 'node:stream/web';
 
 /** A progress notification: the counts are for the current attempt. */
 export interface ProgressEvent {
@@ -41,7 +42,31 @@ export interface Result {
   /** upload */
   failedFiles?: string[];
   sentBytes?: number;
+  /** responseBody "lines": how many bodyLine notifications were sent */
+  lines?: number;
+  /** events: how many sseEvent notifications, and how many times the daemon reconnected */
+  events?: number;
+  reconnects?: number;
   [field: string]: unknown;
+}
+
+/** The head of a streamed answer (the responseHead notification). */
+export interface ResponseHead {
+  jobId: string;
+  status: number;
+  headers: Record<string, string>;
+  httpVersion: string;
+  url: string;
+}
+
+/** One Server-Sent Event, parsed by the daemon by the WHATWG rules (an sseEvent notification). */
+export interface ServerSentEvent {
+  jobId: string;
+  /** "message" unless the server named it */
+  event: string;
+  /** its data lines joined by "\n" */
+  data: string;
+  id?: string;
 }
 
 export type HeadersInit = Record<string, string | null> | Headers | Map<string, string> | Array<[string, string]>;
@@ -77,9 +102,16 @@ export interface FetchInit extends JobOptions {
   /** Any JSON value, sent as the body with Content-Type application/json. */
   json?: unknown;
   query?: Record<string, QueryValue> | URLSearchParams;
-  responseBody?: 'auto' | 'text' | 'base64' | 'json' | 'none';
+  /** 'stream' and 'lines' resolve at the answer's head, with `body` streaming as it arrives
+   * (`stream: true` is 'stream'). For 'events' use client.events(). */
+  responseBody?: 'auto' | 'text' | 'base64' | 'json' | 'none' | 'stream' | 'lines';
+  /** Resolve as soon as the head is final and stream the body (responseBody 'stream'). */
+  stream?: boolean;
   maxBodyBytes?: number;
 }
+
+/** client.events() takes fetch's options (a body or json makes it a POST). */
+export type EventsInit = Omit<FetchInit, 'responseBody' | 'stream' | 'maxBodyBytes'>;
 
 export interface DownloadOptions extends JobOptions {
   overwrite?: boolean;
@@ -116,14 +148,37 @@ export class Response {
   readonly redirected: boolean;
   readonly jobId: string;
   readonly headers: Headers;
+  /** The body as a web ReadableStream (`for await (const chunk of res.body)`,
+   * `Readable.fromWeb(res.body)`): as it arrives for a streamed fetch, else the bytes that
+   * came in the answer. Cancelling it cancels a job still running. */
+  readonly body: ReadableStream<Uint8Array>;
   bodyUsed: boolean;
+  /** The body line by line, without LF or CRLF, as it arrives. */
+  lines(): AsyncIterableIterator<string>;
   text(): Promise<string>;
   json<T = unknown>(): Promise<T>;
   arrayBuffer(): Promise<ArrayBuffer>;
   bytes(): Promise<Uint8Array>;
+  /** The body bytes; a streamed body only once it was read (else it throws TypeError). */
   bytesSync(): Buffer;
   /** Throws HTTPStatusError for 4xx and 5xx; returns this otherwise. */
   raiseForStatus(): this;
+}
+
+/** client.events(url): Server-Sent Events as an async iterator. Breaking out of the loop,
+ * close() or the init's signal cancels the job. An answer of status 400 or above throws
+ * HTTPStatusError from the loop once the stream has ended. */
+export class EventStream implements AsyncIterableIterator<ServerSentEvent> {
+  /** The answer's head (the latest connection's after a reconnection). */
+  readonly response: Promise<Response>;
+  /** The last event id seen. */
+  readonly lastEventId: string | null;
+  /** The job's result once the stream has ended. */
+  readonly result: Result | null;
+  [Symbol.asyncIterator](): this;
+  next(): Promise<IteratorResult<ServerSentEvent, undefined>>;
+  return(): Promise<IteratorResult<ServerSentEvent, undefined>>;
+  close(): void;
 }
 
 export interface ClientOptions {
@@ -143,6 +198,8 @@ export class Client extends EventEmitter {
   call<T = unknown>(method: string, params?: object | unknown[], options?: { rpcTimeout?: number }): Promise<T>;
   notify(method: string, params?: object | unknown[]): void;
   fetch(url: string | URL, init?: FetchInit): Promise<Response>;
+  /** Server-Sent Events from url (responseBody "events"); the daemon reconnects by itself. */
+  events(url: string | URL, init?: EventsInit): EventStream;
   download(url: string | URL, path: string, options?: DownloadOptions): Promise<Response>;
   upload(url: string | URL, files: Array<string | FileSpec>, options?: UploadOptions): Promise<Response>;
   attach(jobId: string, options?: { signal?: AbortSignal; onProgress?: (e: ProgressEvent) => void; onRetrying?: (e: RetryingEvent) => void; rpcTimeout?: number }): Promise<Response>;

@@ -10,6 +10,10 @@
  *   client.close();
  *
  * One connection carries any number of concurrent requests; answers are matched by id.
+ * Bodies as they arrive: `fetch(url, { stream: true })` resolves at the answer's head and
+ * `res.body` is a web ReadableStream; `for await (const ev of client.events(url))` gives
+ * Server-Sent Events. Each streamed job has a connection of its own, read only as fast as
+ * its consumer reads, so a body nobody reads pauses that transfer only.
  * See index.d.ts for the types and docs/clients.md for the guide.
  */
 const crypto = require('node:crypto');
@@ -18,6 +22,7 @@ const fs = require('node:fs');
 const http = require('node:http');
 const net = require('node:net');
 const path = require('node:path');
+const { ReadableStream } = require('node:stream/web');
 
 // ---------------------------------------------------------------------------- errors
 
@@ -164,10 +169,14 @@ function checkSocketPath(socketPath) {
 
 // ---------------------------------------------------------------------------- response
 
-/** A fetch-like Response over the protocol's result object (`result`). */
+/** A fetch-like Response over the protocol's result object (`result`). `body` is a web
+ * ReadableStream of the body: the bytes already there, or (`stream: true`) the body as it
+ * arrives. */
 class Response {
-  constructor(result) {
+  constructor(result, stream) {
     this.result = result;
+    this._stream = stream || null;   // the streamed body, when it is still arriving
+    this._bytes = null;              // the streamed body once read whole
     this.status = result.status;
     this.statusText = http.STATUS_CODES[result.status] || '';
     this.ok = result.status >= 200 && result.status < 300;
@@ -186,8 +195,52 @@ class Response {
     this.bodyUsed = false;
   }
 
-  /** The body bytes (also for json/base64 forms). */
+  /** The body as a web ReadableStream of Uint8Array chunks (`for await (const chunk of
+   * res.body)`, `Readable.fromWeb(res.body)`). Reading it uses the body up. */
+  get body() {
+    if (!this._stream) {
+      const bytes = this.bytesSync();
+      this._stream = new ReadableStream({
+        start(controller) {
+          if (bytes.length) controller.enqueue(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+          controller.close();
+        },
+      });
+    }
+    return this._stream;
+  }
+
+  /** The whole body: a streamed one is read to its end first. */
+  async _all() {
+    this.bodyUsed = true;
+    if (this._bytes) return this._bytes;
+    if (!this._stream || !this._stream.streamed) return this.bytesSync();
+    const chunks = [];
+    for await (const chunk of this._stream) chunks.push(chunk);
+    this._bytes = Buffer.concat(chunks);
+    return this._bytes;
+  }
+
+  /** The body line by line (strings without their LF or CRLF), as it arrives. */
+  async *lines() {
+    this.bodyUsed = true;
+    let pending = '';
+    const decoder = new TextDecoder();
+    const source = this._bytes ? [this._bytes] : (this._stream && this._stream.streamed ? this._stream : [this.bytesSync()]);
+    for await (const chunk of source) {
+      pending += decoder.decode(chunk, { stream: true });
+      const parts = pending.split('\n');
+      pending = parts.pop();
+      for (const line of parts) yield line.endsWith('\r') ? line.slice(0, -1) : line;
+    }
+    pending += decoder.decode();
+    if (pending) yield pending.endsWith('\r') ? pending.slice(0, -1) : pending;
+  }
+
+  /** The body bytes (also for json/base64 forms); for a streamed body, once it was read. */
   bytesSync() {
+    if (this._bytes) return this._bytes;
+    if (this._stream && this._stream.streamed) throw new TypeError('fetchd: a streamed body is read with body, text(), json(), arrayBuffer() or bytes()');
     const r = this.result;
     if (typeof r.bodyBase64 === 'string') return Buffer.from(r.bodyBase64, 'base64');
     if (typeof r.body === 'string') return Buffer.from(r.body, 'utf8');
@@ -196,25 +249,28 @@ class Response {
   }
 
   async text() {
-    this.bodyUsed = true;
-    return typeof this.result.body === 'string' ? this.result.body : this.bytesSync().toString('utf8');
+    if (typeof this.result.body === 'string') {
+      this.bodyUsed = true;
+      return this.result.body;
+    }
+    return (await this._all()).toString('utf8');
   }
 
   async json() {
-    this.bodyUsed = true;
-    if ('json' in this.result) return this.result.json;
-    return JSON.parse(this.bytesSync().toString('utf8'));
+    if ('json' in this.result) {
+      this.bodyUsed = true;
+      return this.result.json;
+    }
+    return JSON.parse((await this._all()).toString('utf8'));
   }
 
   async arrayBuffer() {
-    this.bodyUsed = true;
-    const b = this.bytesSync();
+    const b = await this._all();
     return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength);
   }
 
   async bytes() {
-    this.bodyUsed = true;
-    return new Uint8Array(this.bytesSync());
+    return new Uint8Array(await this._all());
   }
 
   /** Throws HTTPStatusError for a 4xx or 5xx status; returns this otherwise. */
@@ -280,7 +336,7 @@ async function fileSpec(f) {
 
 // Options of fetch() that are the client's own, not protocol fields.
 const OWN = new Set(['method', 'headers', 'body', 'json', 'query', 'signal', 'onProgress',
-  'onRetrying', 'rpcTimeout']);
+  'onRetrying', 'rpcTimeout', 'stream']);
 
 /** Protocol method and params for fetch(url, init). A FormData body becomes an upload. */
 async function fetchParams(url, init) {
@@ -358,19 +414,7 @@ class Client extends EventEmitter {
   }
 
   _attach(sock) {
-    let chunks = [];
-    sock.on('data', (data) => {
-      let start = 0;
-      let nl;
-      while ((nl = data.indexOf(10, start)) !== -1) {
-        chunks.push(data.subarray(start, nl));
-        const line = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
-        chunks = [];
-        start = nl + 1;
-        if (line.length) this._dispatch(line);
-      }
-      if (start < data.length) chunks.push(data.subarray(start));
-    });
+    sock.on('data', lineSplitter((line) => this._dispatch(line)));
     sock.on('error', () => {});
     sock.on('close', () => {
       if (!this._closedError) this._closedError = new ConnectionClosed('the daemon closed the connection');
@@ -492,7 +536,92 @@ class Client extends EventEmitter {
    */
   async fetch(url, init = {}) {
     const { method, params } = await fetchParams(url, init);
+    if (init.stream && params.responseBody === undefined) params.responseBody = 'stream';
+    if (params.responseBody === 'events') throw new TypeError('fetchd: use client.events(url) for responseBody "events"');
+    if (params.responseBody === 'stream' || params.responseBody === 'lines') return this._streamJob(method, params, init);
     return new Response(await this._job(method, params, init));
+  }
+
+  /** A streamed fetch: resolves at the head with res.body fed as the body arrives. */
+  _streamJob(method, params, { signal, onProgress, onRetrying, rpcTimeout } = {}) {
+    if (signal && signal.aborted) return Promise.reject(signal.reason);
+    this._streamParams(params, onProgress, onRetrying);
+    return new Promise((resolve, reject) => {
+      let controller = null;
+      let response = null;
+      let ended = false;
+      const body = new ReadableStream({
+        start(c) { controller = c; },
+        pull() { job.resume(); },
+        cancel() { ended = true; job.close(); },
+      }, { highWaterMark: STREAM_HIGH_WATER, size: (chunk) => chunk.byteLength });
+      body.streamed = true;
+      const limit = rpcTimeout !== undefined ? rpcTimeout : this.rpcTimeout;
+      const timer = limit !== undefined && limit !== null
+        ? setTimeout(() => fail(new Timeout(`no answer to fetch within ${limit}s`)), limit * 1000) : null;
+      const onAbort = () => fail(signal.reason);
+      const settle = () => {
+        if (timer) clearTimeout(timer);
+        if (signal) signal.removeEventListener('abort', onAbort);
+      };
+      const fail = (e) => {
+        job.close();
+        if (!response) {
+          settle();
+          reject(e);
+        } else if (!ended) {
+          ended = true;
+          settle();
+          controller.error(e);
+        }
+      };
+      const enqueue = (bytes) => {
+        if (ended) return;
+        controller.enqueue(bytes);
+        if (controller.desiredSize <= 0) job.pause();
+      };
+      const job = new JobStream(this.socketPath, method, params, {
+        head: (head) => {
+          if (response) return;
+          if (timer) clearTimeout(timer);
+          response = new Response(head, body);
+          resolve(response);
+        },
+        chunk: enqueue,
+        line: (line) => enqueue(Buffer.from(line + '\n', 'utf8')),
+        progress: onProgress,
+        retrying: onRetrying,
+        end: (result) => {
+          settle();
+          if (!response) {
+            resolve(new Response(result));
+            return;
+          }
+          Object.assign(response.result, result);
+          if (!ended) {
+            ended = true;
+            controller.close();
+          }
+        },
+        error: fail,
+      });
+      if (signal) signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  _streamParams(params, onProgress, onRetrying) {
+    if (!params.jobId) params.jobId = `node-${crypto.randomUUID()}`;
+    if ((onProgress || onRetrying) && params.progress === undefined) params.progress = true;
+  }
+
+  /**
+   * Server-Sent Events from url (responseBody "events"), parsed by the daemon, which
+   * reconnects when the connection drops: `for await (const ev of client.events(url, init))`
+   * gives {event, data, id, jobId}. init as fetch's (a body or json makes it a POST). The
+   * request is sent now; see EventStream.
+   */
+  events(url, init = {}) {
+    return new EventStream(this, url, init);
   }
 
   /** download(url, path, {signal, onProgress, overwrite, sha256, ...}): the daemon streams
@@ -551,13 +680,231 @@ class Client extends EventEmitter {
   }
 }
 
+/** Bytes a streamed body may hold unread before its connection stops being read. */
+const STREAM_HIGH_WATER = 1 << 20;
+/** Events an EventStream may hold unread before its connection stops being read. */
+const EVENTS_HIGH_WATER = 256;
+
+/** A 'data' handler that calls onLine(buffer) for each complete, non-empty line. */
+function lineSplitter(onLine) {
+  let chunks = [];
+  return (data) => {
+    let start = 0;
+    let nl;
+    while ((nl = data.indexOf(10, start)) !== -1) {
+      chunks.push(data.subarray(start, nl));
+      const line = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+      chunks = [];
+      start = nl + 1;
+      if (line.length) onLine(line);
+    }
+    if (start < data.length) chunks.push(data.subarray(start));
+  };
+}
+
+/**
+ * One streamed job on a connection of its own. Its messages go to the handlers: head
+ * (responseHead params), chunk (a Buffer), line, event (sseEvent params), progress,
+ * retrying, then end (the result) or error (an Error). pause() stops reading the connection
+ * (the daemon then pauses this transfer only); close() before the end cancels the job.
+ */
+class JobStream {
+  constructor(socketPath, method, params, handlers) {
+    this.h = handlers;
+    this.done = false;
+    this.sock = null;
+    let resolved;
+    try {
+      resolved = checkSocketPath(socketPath);
+    } catch (e) {
+      queueMicrotask(() => this._fail(e));
+      return;
+    }
+    let connected = false;
+    const sock = net.createConnection(resolved);
+    this.sock = sock;
+    sock.once('connect', () => {
+      connected = true;
+      sock.write(JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) + '\n');
+    });
+    sock.on('data', lineSplitter((line) => this._message(line)));
+    let lastError = null;
+    sock.on('error', (e) => { lastError = e; });
+    sock.on('close', () => {
+      this._fail(connected
+        ? new ConnectionClosed('the daemon closed the connection before the answer')
+        : new DaemonUnreachable(`cannot connect to fetchd at ${socketPath}: ${lastError ? lastError.message : 'closed'}`, socketPath));
+    });
+  }
+
+  _message(line) {
+    if (this.done) return;
+    let m;
+    try {
+      m = JSON.parse(line.toString('utf8'));
+    } catch {
+      return;
+    }
+    if (!m || typeof m !== 'object' || Array.isArray(m)) return;
+    if (m.method && !('id' in m)) {
+      const p = m.params || {};
+      try {
+        switch (m.method) {
+          case 'bodyChunk': this.h.chunk && this.h.chunk(Buffer.from(p.dataBase64 || '', 'base64')); break;
+          case 'bodyLine': this.h.line && this.h.line(String(p.line)); break;
+          case 'sseEvent': this.h.event && this.h.event(p); break;
+          case 'responseHead': this.h.head && this.h.head(p); break;
+          case 'progress': this.h.progress && this.h.progress(p); break;
+          case 'retrying': this.h.retrying && this.h.retrying(p); break;
+          default: break;
+        }
+      } catch (e) {
+        this._fail(e);   // a callback threw: the job is cancelled (the connection closes)
+      }
+      return;
+    }
+    if (m.id !== 1) return;
+    this.done = true;
+    this.sock.destroy();
+    if (m.error) this.h.error(errorFromAnswer(m.error));
+    else this.h.end(m.result || {});
+  }
+
+  _fail(e) {
+    if (this.done) return;
+    this.done = true;
+    if (this.sock) this.sock.destroy();
+    this.h.error(e);
+  }
+
+  pause() { if (this.sock && !this.done) this.sock.pause(); }
+  resume() { if (this.sock && !this.done) this.sock.resume(); }
+
+  /** Closes the connection; a job still running is cancelled by the daemon. */
+  close() {
+    if (this.done) return;
+    this.done = true;
+    if (this.sock) this.sock.destroy();
+  }
+}
+
+/**
+ * Server-Sent Events (client.events(url)): an async iterator of {event, data, id, jobId}.
+ * `response` is a promise of the answer's head (a Response; the latest connection's once the
+ * daemon reconnected); `lastEventId` the last id seen; `result` ({events, reconnects, ...})
+ * once the stream ended. The stream ends when the server ends it (a 204, or an answer that
+ * is not an event stream); an answer of status 400 or above then throws HTTPStatusError
+ * from the loop. Breaking out of the loop, close() or the init's signal cancels the job.
+ */
+class EventStream {
+  constructor(client, url, init) {
+    this._queue = [];
+    this._wake = null;
+    this._done = false;
+    this._error = null;
+    this.lastEventId = null;
+    this.result = null;
+    this._response = null;
+    let resolveHead;
+    let rejectHead;
+    this.response = new Promise((resolve, reject) => { resolveHead = resolve; rejectHead = reject; });
+    this._rejectHead = rejectHead;
+    this.response.catch(() => {});   // read through the loop, not necessarily here
+    const { signal, onProgress, onRetrying } = init;
+    const finish = (e) => {
+      if (this._done) return;
+      this._done = true;
+      this._error = e;
+      if (e && !this._response) rejectHead(e);
+      if (this._wake) this._wake();
+    };
+    const start = fetchParams(url, init).then(({ method, params }) => {
+      if (this._done) return;
+      params.responseBody = 'events';
+      client._streamParams(params, onProgress, onRetrying);
+      this._job = new JobStream(client.socketPath, method, params, {
+        head: (head) => {
+          if (this._response) {
+            this._response.status = head.status;
+            Object.assign(this._response.result, head);
+            return;
+          }
+          this._response = new Response(head);
+          resolveHead(this._response);
+        },
+        event: (ev) => {
+          this._queue.push(ev);
+          if (this._queue.length >= EVENTS_HIGH_WATER) this._job.pause();
+          if (this._wake) this._wake();
+        },
+        progress: onProgress,
+        retrying: onRetrying,
+        end: (result) => {
+          this.result = result;
+          if (this._response) Object.assign(this._response.result, result);
+          else {
+            this._response = new Response(result);
+            resolveHead(this._response);
+          }
+          const r = this._response;
+          finish(r.status >= 400
+            ? new HTTPStatusError(`${r.status} ${r.status < 500 ? 'Client Error' : 'Server Error'}: ${r.statusText} for url: ${r.url}`, r)
+            : null);
+        },
+        error: finish,
+      });
+    }, finish);
+    start.catch(() => {});
+    if (signal) {
+      if (signal.aborted) finish(signal.reason);
+      else signal.addEventListener('abort', () => { this.close(); finish(signal.reason); }, { once: true });
+    }
+  }
+
+  [Symbol.asyncIterator]() { return this; }
+
+  async next() {
+    for (;;) {
+      if (this._queue.length) {
+        const ev = this._queue.shift();
+        if (this._queue.length < EVENTS_HIGH_WATER / 2 && this._job) this._job.resume();
+        if (ev.id !== undefined && ev.id !== null) this.lastEventId = ev.id;
+        return { value: ev, done: false };
+      }
+      if (this._done) {
+        const e = this._error;
+        this._error = null;
+        if (e) throw e;
+        return { value: undefined, done: true };
+      }
+      await new Promise((resolve) => { this._wake = resolve; });
+      this._wake = null;
+    }
+  }
+
+  async return() {
+    this.close();
+    return { value: undefined, done: true };
+  }
+
+  /** Stops the stream: the job is cancelled, the loop ends. */
+  close() {
+    if (this._job) this._job.close();
+    if (!this._done) {
+      this._done = true;
+      if (!this._response) this._rejectHead(new ConnectionClosed('the event stream was closed'));
+      if (this._wake) this._wake();
+    }
+  }
+}
+
 /** Connects a Client: `const client = await connect({socketPath, rpcTimeout})`. */
 function connect(options) {
   return new Client(options).connect();
 }
 
 module.exports = {
-  Client, connect, Response, defaultSocketPath, checkSocketPath, errorFromAnswer,
+  Client, connect, Response, EventStream, defaultSocketPath, checkSocketPath, errorFromAnswer,
   FetchdError, DaemonUnreachable, UntrustedPeer, ConnectionClosed, Timeout, RPCError,
   ParseError, InvalidRequest, MethodNotFound, InvalidParams, InternalError, TransportError,
   ServerUnreachable, RequestTimeout, TooManyRedirects, Cancelled, FileError, NotAllowed,
