@@ -83,6 +83,18 @@ public final class HostAdmission: Sendable {
         pump()
     }
 
+    /// An answer said how many requests the server still takes in the `resetSeconds` until its
+    /// reset (`HostScheduler.noteServer`): true when the host is paused until then.
+    @discardableResult
+    public func noteServer(_ host: HostKey, remaining: Int, resetSeconds: Double, limit: Int? = nil) -> Bool {
+        let paused = state.withLock { s in
+            let now = self.now
+            return s.scheduler.noteServer(host: host, remaining: remaining, resetAt: now + resetSeconds, limit: limit, now: now)
+        }
+        if paused { pump() }
+        return paused
+    }
+
     /// The limit that applies to a host now.
     public func limit(for host: HostKey) -> HostScheduler.Limit {
         state.withLock { $0.scheduler.limit(for: host) }

@@ -22,6 +22,9 @@ public struct HostScheduler: Sendable {
         public var onRedisDown = RedisDownMode.local
         /// The part of a shared limit this daemon enforces alone while Redis is down (`local`).
         public var localShare = 1.0
+        /// Answers that say the server's budget is spent (`ServerRateLimit`) pause the host
+        /// until the server's reset.
+        public var followServer = true
 
         public enum RedisDownMode: String, Sendable, Equatable {
             /// Each daemon enforces `localShare` x the limit by itself.
@@ -43,6 +46,7 @@ public struct HostScheduler: Sendable {
                              requestsPerSecond: requestsPerSecond.map { $0 * localShare },
                              burst: max(1, Int((Double(burst) * localShare).rounded(.down))))
             part.localShare = localShare
+            part.followServer = followServer
             return part
         }
 
@@ -80,6 +84,13 @@ public struct HostScheduler: Sendable {
         /// GCRA's theoretical arrival time: the next start conforms once now >= tat - (burst - 1) / rps.
         public var theoreticalArrival: Double = -Double.infinity
         public var pausedUntil: Double?
+        /// What the server last said of its budget (`followServer`), until its reset.
+        public var server: ServerBudget?
+
+        /// Nothing left to remember once nothing runs (`running`: what still runs).
+        fileprivate func isIdle(running: Int) -> Bool {
+            running == 0 && waiting.isEmpty && pausedUntil == nil && theoreticalArrival == -Double.infinity && server == nil
+        }
 
         /// Counts a start against the host's concurrency and its rate. A start at most the
         /// slack after `tat` (a timer that fired late) counts from `tat`, so the lateness
@@ -88,9 +99,21 @@ public struct HostScheduler: Sendable {
         /// per start and never lags `now` by more than the slack: that keeps the window bound.
         fileprivate mutating func start(now: Double, limit: Limit) {
             running += 1
+            if server != nil { countServerStart(now: now) }
             if let rps = limit.requestsPerSecond, rps > 0 {
                 let from = now <= theoreticalArrival + limit.slack ? theoreticalArrival : now
                 theoreticalArrival = from + 1 / rps
+            }
+        }
+
+        /// A start takes one of the requests the server said it would still take; the last
+        /// of them pauses the host until the server's reset.
+        private mutating func countServerStart(now: Double) {
+            guard var budget = server else { return }
+            budget.startsLeft -= 1
+            server = budget
+            if budget.startsLeft <= 0, budget.resetAt > now, budget.resetAt.isFinite {
+                pausedUntil = max(pausedUntil ?? budget.resetAt, budget.resetAt)
             }
         }
 
@@ -213,10 +236,14 @@ public struct HostScheduler: Sendable {
     public mutating func finished(host: HostKey) {
         guard let index = hosts.index(forKey: host) else { return }
         let state = hosts.values[index]
-        if state.running <= 1, state.waiting.isEmpty, state.pausedUntil == nil, state.theoreticalArrival == -Double.infinity {
+        if state.isIdle(running: max(0, state.running - 1)) {
             hosts.remove(at: index)  // nothing left to remember
         } else {
             hosts.values[index].running = max(0, state.running - 1)
+            // The quota after a reset is spent and nothing that runs will say more: no bound.
+            if state.running <= 1, let server = state.server, !server.resetAt.isFinite, server.startsLeft <= 0 {
+                hosts.values[index].server = nil
+            }
         }
     }
 
@@ -226,6 +253,33 @@ public struct HostScheduler: Sendable {
         hosts[host, default: HostState()].pausedUntil = max(current, until)
     }
 
+    /// An answer of the host said how many requests the server still takes until `resetAt`
+    /// (`followServer`). The requests running besides that answer's (`running` counts it) will
+    /// take some of them; the rest may start, and once they have, or when none is left, the
+    /// host pauses until the reset, for every client. Before the reset the server knows of, a
+    /// later answer can only lower what is left (answers come back in any order). Shown by getRateLimits until the reset.
+    /// After it, when the server said its window's quota (`limit`), no more than that start
+    /// before an answer says more (or nothing runs any more). True when the host is paused now.
+    @discardableResult
+    public mutating func noteServer(host: HostKey, remaining: Int, resetAt: Double, limit: Int? = nil, now: Double) -> Bool {
+        var state = hosts.removeValue(forKey: host) ?? HostState()
+        var budget = ServerBudget(remaining: remaining, resetAt: resetAt, startsLeft: remaining - max(0, state.running - 1),
+                                  limit: limit)
+        if let old = state.server, old.resetAt.isFinite, old.resetAt > now {
+            // The same window: answers come back in any order, and what is left only goes down.
+            budget.remaining = min(budget.remaining, old.remaining)
+            budget.startsLeft = min(budget.startsLeft, old.startsLeft)
+            budget.resetAt = max(budget.resetAt, old.resetAt)
+            budget.limit = budget.limit ?? old.limit
+        }
+        state.server = budget
+        let resetAt = budget.resetAt
+        let spent = budget.startsLeft <= 0 && resetAt > now
+        if spent { state.pausedUntil = max(state.pausedUntil ?? resetAt, resetAt) }
+        hosts[host] = state
+        return spent
+    }
+
     /// When `admit` should next be called to start a waiting request held back by a rate
     /// or a pause (nil when nothing waits on time: only on a running request to finish).
     public func nextWakeup(now: Double) -> Double? {
@@ -233,6 +287,7 @@ public struct HostScheduler: Sendable {
         for (host, state) in hosts where !state.waiting.isEmpty {
             let limit = self.limit(for: host)
             if let cap = limit.maxConcurrent, state.running >= cap { continue }
+            if state.server?.awaitsAnswer == true { continue }  // woken by an answer or an end
             var at = now
             if let paused = state.pausedUntil, paused > now { at = max(at, paused) }
             if let rps = limit.requestsPerSecond, rps > 0 {
@@ -245,6 +300,7 @@ public struct HostScheduler: Sendable {
 
     private func canStart(_ state: HostState, limit: Limit, now: Double) -> Bool {
         if let cap = limit.maxConcurrent, state.running >= cap { return false }
+        if let server = state.server, server.awaitsAnswer { return false }
         if let paused = state.pausedUntil, paused > now { return false }
         if let rps = limit.requestsPerSecond, rps > 0 {
             // GCRA: conforming while the bucket has room for one more of the burst. A tiny
@@ -256,8 +312,7 @@ public struct HostScheduler: Sendable {
 
     /// Forgets a host with nothing left to remember, so the table does not grow forever.
     private mutating func forgetIfIdle(_ host: HostKey) {
-        guard let state = hosts[host], state.running == 0, state.waiting.isEmpty, state.pausedUntil == nil,
-              state.theoreticalArrival == -Double.infinity else { return }
+        guard let state = hosts[host], state.isIdle(running: state.running) else { return }
         hosts[host] = nil
     }
 
@@ -267,12 +322,44 @@ public struct HostScheduler: Sendable {
     public mutating func expire(now: Double) {
         for host in Array(hosts.keys) {
             if let paused = hosts[host]?.pausedUntil, paused <= now { hosts[host]?.pausedUntil = nil }
+            if let server = hosts[host]?.server, server.resetAt <= now || !server.resetAt.isFinite {
+                // The server's window has reset: its whole quota (when known) may start, and no
+                // more before an answer says more. An idle host's is forgotten.
+                let busy = hosts[host].map { $0.running > 0 || !$0.waiting.isEmpty } ?? false
+                if !busy {
+                    hosts[host]?.server = nil
+                } else if server.resetAt.isFinite {
+                    hosts[host]?.server = server.limit.map { ServerBudget(remaining: $0, resetAt: .infinity, startsLeft: $0, limit: $0) }
+                }
+            }
             if let tat = hosts[host]?.theoreticalArrival, tat <= now - HostScheduler.maxSlack, tat != -Double.infinity {
                 hosts[host]?.theoreticalArrival = -Double.infinity
             }
             forgetIfIdle(host)
         }
     }
+}
+
+/// A server's own account of its request budget (`ServerRateLimit`), on the scheduler's clock.
+public struct ServerBudget: Sendable, Equatable {
+    /// Requests the server said it still takes before `resetAt`.
+    public var remaining: Int
+    public var resetAt: Double
+    /// Of those, the ones this daemon may still start (the others were running when it said so).
+    public var startsLeft: Int
+    /// The requests a whole window takes, when the server said.
+    public var limit: Int?
+
+    /// `resetAt` is infinite after a reset, until an answer says when the next one is.
+    public init(remaining: Int, resetAt: Double, startsLeft: Int? = nil, limit: Int? = nil) {
+        self.remaining = remaining
+        self.resetAt = resetAt
+        self.startsLeft = startsLeft ?? remaining
+        self.limit = limit
+    }
+
+    /// After a reset, the window's quota has started and no answer has said more yet.
+    public var awaitsAnswer: Bool { !resetAt.isFinite && startsLeft <= 0 }
 }
 
 /// What requests are grouped by: scheme, host and port.

@@ -416,11 +416,12 @@ class TestSetRateLimit(LimitCase):
         self.assertEqual(got["maxQueued"], 10000, got)
         self.assertEqual(got["queued"], 0, got)
         self.assertEqual(got["limits"], [{"host": "*", "maxConcurrent": 10, "requestsPerSecond": None, "burst": 1,
-                                          "running": 0, "queued": 0, "pausedUntil": None}], got)
+                                          "followServer": True,
+                                          "running": 0, "queued": 0, "pausedUntil": None, "server": None}], got)
         rid = self.hold_slot(self.c, "holder")
         h = self.host_state()
         self.assertEqual(h, {"host": f"http://127.0.0.1:{self.srv.test_port}", "limit": "*", "running": 1,
-                             "queued": 0, "pausedUntil": None}, h)
+                             "queued": 0, "pausedUntil": None, "server": None}, h)
         self.assertEqual(self.entry("*")["running"], 1)
         self.release_slot("holder")
         self.assertCancelled(self.answers(self.c, [rid])[rid])
@@ -429,11 +430,12 @@ class TestSetRateLimit(LimitCase):
     def test_partial_update_and_null(self):
         r = self.c.call("setRateLimit", {"host": "Example.COM", "requestsPerSecond": 2.5, "burst": 4})
         # A new entry starts from the * defaults.
-        self.assertEqual(r, {"host": "example.com", "maxConcurrent": 10, "requestsPerSecond": 2.5, "burst": 4}, r)
+        v3 = {"followServer": True}
+        self.assertEqual(r, {"host": "example.com", "maxConcurrent": 10, "requestsPerSecond": 2.5, "burst": 4, **v3}, r)
         r = self.c.call("setRateLimit", {"host": "example.com", "maxConcurrent": 3})
-        self.assertEqual(r, {"host": "example.com", "maxConcurrent": 3, "requestsPerSecond": 2.5, "burst": 4}, r)
+        self.assertEqual(r, {"host": "example.com", "maxConcurrent": 3, "requestsPerSecond": 2.5, "burst": 4, **v3}, r)
         r = self.c.call("setRateLimit", {"host": "example.com", "requestsPerSecond": None})
-        self.assertEqual(r, {"host": "example.com", "maxConcurrent": 3, "requestsPerSecond": None, "burst": 4}, r)
+        self.assertEqual(r, {"host": "example.com", "maxConcurrent": 3, "requestsPerSecond": None, "burst": 4, **v3}, r)
         r = self.c.call("setRateLimit", {"host": "example.com", "maxConcurrent": None})
         self.assertEqual(r["maxConcurrent"], None, r)
         e = self.entry("example.com")
@@ -443,7 +445,7 @@ class TestSetRateLimit(LimitCase):
         r = self.c.call("setRateLimit", {"host": "example.com:8443", "requestsPerSecond": 1})
         self.assertEqual(r["host"], "example.com:8443")
         r = self.c.call("setRateLimit", {"host": "*", "maxConcurrent": 6})
-        self.assertEqual(r, {"host": "*", "maxConcurrent": 6, "requestsPerSecond": None, "burst": 1}, r)
+        self.assertEqual(r, {"host": "*", "maxConcurrent": 6, "requestsPerSecond": None, "burst": 1, **v3}, r)
         hosts = [e["host"] for e in self.limits()["limits"]]
         self.assertEqual(set(hosts), {"*", "example.com", "example.com:8443"}, hosts)
         # Seen by every client.

@@ -92,12 +92,24 @@ Endpoints (any method unless noted):
                                  N lines {"n": i, "text": "line i"} (application/x-ndjson, chunked), each ended
                                  by eol (unended=1: the last one without); long=BYTES: one more line of BYTES
                                  "x" before them; written in chunks of B bytes (default: one line each), T ms apart
+  /budget/<key>?form=F&limit=N&window=S[&ms=T]  an API with a budget of N requests per fixed window of S s
+                                 (from the key's first request) that says what is left in header form F
+                                 (see BUDGET_FORMS: ietf, ietf-dict, ietf-fields, x-seconds, github, openai)
+                                 and answers 429 (same headers, no Retry-After) past it; holds T ms
+  /budget-log/<key>              {"count", "refused", "window", "requests": [{"t", "status", "window"}...]}
+  /overload/<key>?k=K&ms=T       holds each answer T ms; a request that finds K already in flight is
+                                 answered 429 at once (no Retry-After)
+  /overload-log/<key>            {"ok", "refused", "maxInFlight" (of those answered 200), "requests": [{"t", "status", "inFlight"}]}
+  /metered/<key>?bytes=N[&chunk=C]  N deterministic bytes written C (default 4096) at a time through a small
+                                 send buffer, each write's time and size logged: what left the origin when
+  /metered-log/<key>             {"requests", "sends": [[t, bytes]...]} over every /metered/<key> request
 """
 import argparse
 import base64
 import gzip
 import hashlib
 import json
+import math
 import os
 import random
 import socket
@@ -373,6 +385,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self._send(200, f"ok after {fail}")
             if head in ("cache-origin", "cache-origin-log") and len(seg) == 2:
                 return _cache_origin(self, head, seg[1], q)
+            if head in SERVER_LIMIT_ROUTES and len(seg) == 2:
+                return _server_limits(self, head, seg[1], q)
             if head == "record" and len(seg) == 2:
                 return self._record(seg[1], int(q.get("ms", "0")))
             if head == "hits" and len(seg) == 2:
@@ -855,6 +869,118 @@ class Handler(BaseHTTPRequestHandler):
 
 
 CACHE_ORIGIN = {}  # key -> {"count", "inFlight", "maxInFlight", "requests"}
+
+# Origins that set their own limits (/budget, /overload, /metered), keyed by (route, key).
+SERVER_LIMITS = {}
+SERVER_LIMIT_ROUTES = ("budget", "budget-log", "overload", "overload-log", "metered", "metered-log")
+
+
+def _go_duration(seconds):
+    """A duration as Go prints one (OpenAI's x-ratelimit-reset-requests), rounded up to the ms."""
+    ms = math.ceil(seconds * 1000)
+    if ms < 1000:
+        return f"{ms}ms"
+    minutes, rest = divmod(ms, 60000)
+    text = f"{rest / 1000:g}s"
+    return f"{minutes}m{text}" if minutes else text
+
+
+def _budget_headers(form, limit, remaining, reset, window):
+    """The headers of BUDGET_FORMS[form]: `reset` seconds until the window ends (rounded up
+    wherever the form takes whole seconds)."""
+    whole = math.ceil(reset)
+    if form == "ietf":
+        return [("RateLimit-Policy", f'"default";q={limit};w={math.ceil(window)}'),
+                ("RateLimit", f'"default";r={remaining};t={whole}')]
+    if form == "ietf-dict":
+        return [("RateLimit", f"limit={limit}, remaining={remaining}, reset={whole}")]
+    if form == "ietf-fields":
+        return [("RateLimit-Limit", str(limit)), ("RateLimit-Remaining", str(remaining)), ("RateLimit-Reset", str(whole))]
+    if form == "x-seconds":
+        return [("X-RateLimit-Limit", str(limit)), ("X-RateLimit-Remaining", str(remaining)),
+                ("X-RateLimit-Reset", str(whole))]
+    if form == "github":
+        return [("X-RateLimit-Limit", str(limit)), ("X-RateLimit-Remaining", str(remaining)),
+                ("X-RateLimit-Reset", str(math.ceil(time.time() + reset))), ("X-RateLimit-Resource", "core")]
+    if form == "openai":
+        return [("x-ratelimit-limit-requests", str(limit)), ("x-ratelimit-remaining-requests", str(remaining)),
+                ("x-ratelimit-reset-requests", _go_duration(reset))]
+    raise ValueError(f"unknown form {form}")
+
+
+BUDGET_FORMS = ("ietf", "ietf-dict", "ietf-fields", "x-seconds", "github", "openai")
+
+
+def _server_limits(h, head, key, q):
+    """/budget, /overload and /metered (see the module's docstring) and their logs."""
+    now = time.monotonic()
+    if head in ("budget-log", "overload-log", "metered-log"):
+        with _State.lock:
+            st = dict(SERVER_LIMITS.get((head[:-4], key), {}))
+            st.pop("used", None)
+            st.pop("inFlight", None)
+            st = json.loads(json.dumps(st))  # a copy, outside the lock
+        return h._json(st)
+    if head == "budget":
+        limit, window = int(q.get("limit", "5")), float(q.get("window", "1"))
+        with _State.lock:
+            st = SERVER_LIMITS.setdefault(("budget", key), {"t0": now, "used": {}, "count": 0, "refused": 0,
+                                                            "window": window, "requests": []})
+            index = int((now - st["t0"]) // window)
+            used = st["used"].get(index, 0) + 1
+            st["used"][index] = used
+            status = 200 if used <= limit else 429
+            st["count"] += 1
+            st["refused"] += status == 429
+            st["requests"].append({"t": now, "status": status, "window": index})
+            reset = st["t0"] + (index + 1) * window - now
+        headers = _budget_headers(q.get("form", "ietf"), limit, max(0, limit - used), reset, window)
+        if q.get("ms"):
+            time.sleep(int(q["ms"]) / 1000)
+        return h._send(status, "ok" if status == 200 else "over budget", headers=headers)
+    if head == "overload":
+        k = int(q.get("k", "4"))
+        with _State.lock:
+            st = SERVER_LIMITS.setdefault(("overload", key), {"inFlight": 0, "ok": 0, "refused": 0, "maxInFlight": 0,
+                                                              "requests": []})
+            accepted = st["inFlight"] < k
+            if accepted:
+                st["inFlight"] += 1
+                st["maxInFlight"] = max(st["maxInFlight"], st["inFlight"])
+            st["requests"].append({"t": now, "status": 200 if accepted else 429, "inFlight": st["inFlight"]})
+            st["refused"] += not accepted
+        if not accepted:
+            return h._send(429, "too many in flight")
+        try:
+            time.sleep(int(q.get("ms", "100")) / 1000)
+        finally:
+            with _State.lock:
+                st["inFlight"] -= 1
+                st["ok"] += 1
+        return h._send(200, "ok")
+    if head == "metered":
+        n, chunk = int(q.get("bytes", "100000")), int(q.get("chunk", "4096"))
+        if not (0 <= n <= MAX_BYTES and 1 <= chunk <= 1 << 20):
+            return h._send(400, "bad size")
+        with _State.lock:
+            st = SERVER_LIMITS.setdefault(("metered", key), {"requests": 0, "sends": []})
+            st["requests"] += 1
+        # A small send buffer: what the client has not read stays here, not in the kernel.
+        h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        h.send_response(200)
+        h.send_header("Content-Type", "application/octet-stream")
+        h.send_header("Content-Length", str(n))
+        h.end_headers()
+        h.wfile.flush()
+        body = det_bytes(n)
+        for offset in range(0, n, chunk):
+            piece = body[offset:offset + chunk]
+            h.wfile.write(piece)
+            h.wfile.flush()
+            with _State.lock:
+                st["sends"].append([time.monotonic(), len(piece)])
+        return None
+    return h._send(404, "not found")
 
 
 def _cache_origin(h, head, key, q):

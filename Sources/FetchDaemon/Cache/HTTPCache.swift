@@ -280,6 +280,7 @@ final class HTTPCache: Sendable {
             try engine.start(conditional, id: ticket.id) { [self] outcome in
                 let receivedAt = now()
                 _ = background.withLock { $0.running.remove(ticket.id) }
+                if case .success(let response) = outcome { _ = gate.followServer(response.headers, host: ticket.host, sharedHost: false) }
                 gate.finished(ticket)
                 if case .success(let response) = outcome,
                    let pause = gate.pauseForRetryAfter(response.status, response.headers, host: ticket.host,

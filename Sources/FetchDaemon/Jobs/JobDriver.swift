@@ -353,6 +353,14 @@ struct JobDriver: Sendable {
         guard case .success(let response) = outcome else {
             return answered(job, .failure(outcome.failureValue!))
         }
+        guard let delivery = job.spec.delivery else { return makeAnswer(job, response) }
+        // A streamed body: what did not stream (a stub's, a body kept in memory) goes first.
+        delivery.deliverRest(response, job) { failure in
+            if let failure { answered(job, .failure(failure)) } else { makeAnswer(job, response) }
+        }
+    }
+
+    private func makeAnswer(_ job: Job, _ response: HTTPResponse) {
         let threads: WorkerThreads
         if job.spec.answer.blocking {
             threads = services.blocking

@@ -32,6 +32,9 @@ final class JobSpec: Sendable {
     /// 136 bytes inline would keep every spec above that size.
     private let durableBox: Rare<DurableStore.Record>
     let answer: Answer
+    /// Where the response body goes as it arrives (`BodyDelivery`); nil: it is kept in memory
+    /// for the answer, as every download's, upload's and non-streaming fetch's.
+    let delivery: (any BodyDelivery)?
     let retryPolicy: RetryPolicy
     let kind: Kind
     /// The stages prepare each attempt on the blocking threads: they or the transfer open
@@ -40,7 +43,8 @@ final class JobSpec: Sendable {
 
     /// `request` is consumed: the caller's (usually a temporary) moves into the spec.
     init(kind: Kind, model: RequestModel, request: consuming HTTPRequest, stages: [any Stage], retryPolicy: RetryPolicy? = nil,
-         preparesOnWorker: Bool = false, durableRecord: DurableStore.Record? = nil, answer: Answer) {
+         preparesOnWorker: Bool = false, durableRecord: DurableStore.Record? = nil, delivery: (any BodyDelivery)? = nil,
+         answer: Answer) {
         durableBox = Rare(durableRecord)
         self.kind = kind
         self.model = model
@@ -50,5 +54,6 @@ final class JobSpec: Sendable {
         self.stages = stages
         self.retryPolicy = retryPolicy ?? model.retryPolicy
         self.answer = answer
+        self.delivery = delivery
     }
 }

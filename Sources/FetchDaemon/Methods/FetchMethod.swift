@@ -24,24 +24,26 @@ struct FetchMethod: ReplyingRPCMethod {
 
     let driver: JobDriver
     let policy: FilePolicy
+    /// The answer's body for each mode that does not stream, made once.
+    let wholeBodies = WholeBodyDelivery.byMode()
 
     func start(_ params: JSONValue?, context: RPCContext, reply: @escaping Reply) throws {
-        try driver.start(Params(params, policy: policy).spec(driver.services), context: context, reply: reply)
+        let params = try Params(params, policy: policy)
+        let whole = wholeBodies[params.bodyMode] ?? WholeBodyDelivery(mode: params.bodyMode)
+        try driver.start(params.spec(driver.services, whole: whole), context: context, reply: reply)
     }
 }
 
 extension FetchMethod.Params {
     /// The job these params ask for. They end here: their model moves into the spec, with no
     /// copy of its fields (a copy of the params cost about 1k instructions per request).
-    consuming func spec(_ services: JobServices) -> JobSpec {
-        let bodyMode = bodyMode
+    consuming func spec(_ services: JobServices, whole: WholeBodyDelivery) -> JobSpec {
         let request = model.httpRequest(maxBodyBytes: maxBodyBytes)
         return JobSpec(
             kind: .fetch, model: model, request: request, stages: Pipeline.stages(services),
             answer: JobSpec.Answer(blocking: false) { job, response in
                 var result = ResponseFields.common(job: job, response: response)
-                result.append(distinctKey: "bytes", JSONValue(response.body.count))
-                ResponseBody.add(response.body, mode: bodyMode, to: &result)
+                whole.addResult(response, to: &result)
                 return .object(result)
             })
     }

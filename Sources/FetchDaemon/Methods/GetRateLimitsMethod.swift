@@ -4,7 +4,8 @@ import Glibc
 import JSONRPC
 
 /// `getRateLimits`: every configured limit with the running and queued requests of the
-/// hosts it governs and when a Retry-After pause ends; `hosts` details each active host.
+/// hosts it governs, when a pause ends and what the server last said of its budget; `hosts`
+/// details each active host.
 struct GetRateLimitsMethod: InlineRPCMethod {
     static let name = "getRateLimits"
 
@@ -21,14 +22,24 @@ struct GetRateLimitsMethod: InlineRPCMethod {
             guard let monotonic, monotonic > now else { return .null }
             return .string(ISO8601Format.string(wallNow.addingTimeInterval(monotonic - now)))
         }
+        // What the server last said of its budget, while its reset is ahead.
+        func server(_ budget: ServerBudget?) -> JSONValue {
+            guard let budget, budget.resetAt > now, budget.resetAt.isFinite else { return .null }
+            return ["remaining": JSONValue(budget.remaining), "resetAt": iso(budget.resetAt)]
+        }
         // Every active host: the local scheduler's, and this daemon's part of shared ones.
-        var active: [HostKey: (running: Int, queued: Int, pausedUntil: Double?)] = [:]
-        for (key, state) in scheduler.hosts { active[key] = (state.running, state.waiting.count, state.pausedUntil) }
+        var active: [HostKey: Active] = [:]
+        for (key, state) in scheduler.hosts {
+            active[key] = Active(running: state.running, queued: state.waiting.count, pausedUntil: state.pausedUntil,
+                                 server: state.server)
+        }
         if let shared {
             for (key, counts) in shared.counts().hosts {
-                let old = active[key] ?? (0, 0, nil)
-                let paused = [old.pausedUntil, counts.pausedUntil].compactMap { $0 }.max()
-                active[key] = (old.running + counts.running, old.queued + counts.queued, paused)
+                var old = active[key] ?? Active()
+                old.pausedUntil = [old.pausedUntil, counts.pausedUntil].compactMap { $0 }.max()
+                old.running += counts.running
+                old.queued += counts.queued
+                active[key] = old
             }
         }
         let redisUp = shared?.redisUp ?? false
@@ -40,6 +51,10 @@ struct GetRateLimitsMethod: InlineRPCMethod {
             entry["running"] = JSONValue(governed.values.reduce(0) { $0 + $1.running })
             entry["queued"] = JSONValue(governed.values.reduce(0) { $0 + $1.queued })
             entry["pausedUntil"] = iso(governed.values.compactMap(\.pausedUntil).max())
+            // The governed host with the least left (the latest reset among equals).
+            entry["server"] = server(governed.values.compactMap(\.server).filter { $0.resetAt > now && $0.resetAt.isFinite }.min {
+                $0.remaining != $1.remaining ? $0.remaining < $1.remaining : $0.resetAt > $1.resetAt
+            })
             // Where the limit is counted now: a shared limit in Redis, unless Redis is down and
             // the limit falls back to its local share (with `wait`, requests wait for Redis).
             if shared != nil {
@@ -53,12 +68,20 @@ struct GetRateLimitsMethod: InlineRPCMethod {
             return [
                 "host": .string(key.description), "limit": .string(scheduler.limitEntry(for: key)),
                 "running": JSONValue(state.running), "queued": JSONValue(state.queued),
-                "pausedUntil": iso(state.pausedUntil),
+                "pausedUntil": iso(state.pausedUntil), "server": server(state.server),
             ]
         }
         return ["limits": .array(limits), "hosts": .array(hosts), "queued": JSONValue(scheduler.queued),
                 "maxQueued": JSONValue(scheduler.maxQueued)]
     }
+}
+
+/// One active host as getRateLimits counts it.
+private struct Active {
+    var running = 0
+    var queued = 0
+    var pausedUntil: Double?
+    var server: ServerBudget?
 }
 
 enum ISO8601Format {

@@ -1,7 +1,7 @@
 import FetchEngine
 import JSONRPC
 
-/// `setRateLimit {host, maxConcurrent, requestsPerSecond, burst}`: changes a host's limits
+/// `setRateLimit {host, maxConcurrent, requestsPerSecond, burst, followServer, ...}`: changes a host's limits
 /// for every client at once. A field left out keeps its value (a new host starts from `*`);
 /// null clears it.
 struct SetRateLimitMethod: InlineRPCMethod {
@@ -58,6 +58,7 @@ struct SetRateLimitMethod: InlineRPCMethod {
         if let share = try reader.number("localShare", in: 0.000001...1) {
             limit.localShare = share
         }
+        if let follow = try reader.bool("followServer") { limit.followServer = follow }
         try reader.finish()
         return (host, limit)
     }

@@ -53,12 +53,42 @@ struct HostGate: Sendable {
         guard RetryPolicy.retryAfterStatuses.contains(status), let retryAfter = headers.last(named: "Retry-After"),
               let seconds = RetryAfter.seconds(from: retryAfter, now: Date()), seconds > 0 else { return nil }
         let pause = min(seconds, maxSeconds)
-        if let shared, sharedHost || admission.limit(for: host).shared {
-            shared.pause(host, seconds: pause)
-        } else {
-            admission.pause(host, seconds: pause)
-        }
+        self.pause(host, seconds: pause, sharedHost: sharedHost)
         return pause
+    }
+
+    /// The longest pause a server's budget headers cause: a reset further away is taken as
+    /// this far (an hour, the longest window of the common APIs).
+    static let maxServerPause = 3600.0
+
+    /// The server's own account of its budget (`followServer`, `ServerRateLimit`), from an
+    /// answer whose request still holds its slot: remembered for getRateLimits until its reset,
+    /// and when the budget is spent (nothing left, or no more than the host's other running
+    /// requests will take), the host pauses for every client (every daemon, when its limit is
+    /// shared) until that reset, at most `maxServerPause`. Locally, the requests still left
+    /// may start, and the last of them pauses the host (`HostScheduler.noteServer`). The
+    /// pause's length when the host pauses now, else nil.
+    func followServer(_ headers: ResponseHeaders, host: HostKey, sharedHost: Bool) -> Double? {
+        guard let budget = ServerRateLimit.read(headers, now: Date()), let reset = budget.resetSeconds, reset > 0 else { return nil }
+        let limit = admission.limit(for: host)
+        guard limit.followServer else { return nil }
+        let seconds = min(reset, Self.maxServerPause)
+        let pausedHere = admission.noteServer(host, remaining: budget.remaining, resetSeconds: seconds, limit: budget.limit)
+        guard let shared, sharedHost || limit.shared else { return pausedHere ? seconds : nil }
+        // Shared: this daemon's other running requests are the ones it knows will take some.
+        guard budget.remaining - max(0, shared.running(host) - 1) <= 0 else { return nil }
+        shared.pause(host, seconds: seconds)
+        return seconds
+    }
+
+    /// No new start for the host for `seconds`, for every client (for every daemon, when its
+    /// limit is shared); a pause only grows.
+    private func pause(_ host: HostKey, seconds: Double, sharedHost: Bool) {
+        if let shared, sharedHost || admission.limit(for: host).shared {
+            shared.pause(host, seconds: seconds)
+        } else {
+            admission.pause(host, seconds: seconds)
+        }
     }
 }
 

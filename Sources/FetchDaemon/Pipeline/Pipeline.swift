@@ -10,7 +10,8 @@ enum Pipeline {
     /// answers runs no auth rule; the answer itself is made where the transfer would start,
     /// after the limits, and judged by the retry policy); the host's auth rule adds its
     /// credential (before the host's limits: a request waiting for a credential holds no host
-    /// slot); the host's limits admit the attempt (and honour Retry-After); the retry policy
+    /// slot); the host's limits admit the attempt (and honour Retry-After); the server's rate
+    /// limit headers pause the host when they say its budget is spent; the retry policy
     /// judges the outcome; the request's maxTime (after the host's wait, so each attempt's
     /// timeouts are cut to what is left) ends the job at its deadline.
     static func common(admission: HostAdmission, shared: SharedAdmission?, credentials: CredentialStore, log: Logger,
@@ -21,6 +22,7 @@ enum Pipeline {
             CredentialStage(store: credentials),
             CacheStage(cache: cache),
             HostLimitStage(admission: admission, shared: shared, log: log, metrics: metrics),
+            ServerLimitStage(gate: HostGate(admission: admission, shared: shared), log: log),
             DeadlineStage(),
             RetryStage(),
             MetricsStage(metrics: metrics),

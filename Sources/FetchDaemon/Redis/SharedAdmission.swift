@@ -107,6 +107,11 @@ final class SharedAdmission: Sendable {
                    arguments: [String(Int(seconds * 1e6)), SharedLimitScripts.channel, host.description]) { _ in }
     }
 
+    /// This daemon's requests to the host running on a Redis lease now.
+    func running(_ host: HostKey) -> Int {
+        state.withLock { $0.queue.hosts[host]?.running ?? 0 }
+    }
+
     /// This daemon's part of each shared host, for getRateLimits.
     func counts() -> (hosts: [HostKey: (running: Int, queued: Int, pausedUntil: Double?)], now: Double) {
         let now = self.now

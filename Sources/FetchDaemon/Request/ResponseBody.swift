@@ -6,14 +6,20 @@ import JSONRPC
 enum ResponseBody {
     enum Mode: String, CaseIterable, Sendable {
         case auto, text, base64, json, none
+        /// `responseHead`, then `bodyChunk` notifications (`NotificationDelivery`; fetch only).
+        case stream
+
+        /// The body goes to the client as it arrives, not in the answer.
+        var streams: Bool { self == .stream }
     }
 
-    /// `responseBody` and `maxBodyBytes`.
-    static func readOptions(_ reader: inout ParamReader) throws -> (Mode, Int) {
+    /// `responseBody` and `maxBodyBytes`. `streaming`: the method takes the modes that stream
+    /// (fetch).
+    static func readOptions(_ reader: inout ParamReader, streaming: Bool = false) throws -> (Mode, Int) {
         var mode = Mode.auto
         if let text = try reader.string("responseBody") {
-            guard let parsed = Mode(rawValue: text) else {
-                let choices = Mode.allCases.map(\.rawValue).joined(separator: ", ")
+            guard let parsed = Mode(rawValue: text), streaming || !parsed.streams else {
+                let choices = Mode.allCases.filter { streaming || !$0.streams }.map(\.rawValue).joined(separator: ", ")
                 throw RPCError.invalidParams(field: reader.field("responseBody"), "expected one of \(choices)")
             }
             mode = parsed
@@ -26,7 +32,7 @@ enum ResponseBody {
     /// JSON it comes back as auto would, with `jsonError` saying why.
     static func add(_ body: [UInt8], mode: Mode, to result: inout JSONObject) {
         switch mode {
-        case .none: break
+        case .none, .stream: break
         case .base64: result.append(distinctKey: "bodyBase64", .string(Data(body).base64EncodedString()))
         case .text: result.append(distinctKey: "body", .string(String(decoding: body, as: UTF8.self)))
         case .auto: addAuto(body, to: &result)

@@ -20,6 +20,7 @@ enum SettingsFields {
             "maxConcurrent": limit.maxConcurrent.map { JSONValue($0) } ?? .null,
             "requestsPerSecond": limit.requestsPerSecond.map(JSONValue.double) ?? .null,
             "burst": JSONValue(limit.burst),
+            "followServer": .bool(limit.followServer),
         ]
         if redis {
             entry["shared"] = .bool(limit.shared)

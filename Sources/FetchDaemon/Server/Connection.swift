@@ -245,8 +245,14 @@ final class Connection: Sendable {
         updateInterest()
     }
 
+    /// Notifications of a streamed body: each one is part of what the client is owed, in
+    /// order, so none is coalesced (a newer one never replaces an older one). What they hold
+    /// is bounded by the connection's body budget instead (`NotificationOutlet`).
+    static let inOrderNotifications: Set<String> = ["responseHead", "bodyChunk", "bodyLine", "sseEvent"]
+
     func notify(method: String, params: JSONValue) {
         let line = RPCMessage.line(RPCMessage.notification(method: method, params: params))
+        if Self.inOrderNotifications.contains(method) { return send(line) }
         let key = method + "\u{0}" + (params["jobId"]?.stringValue ?? "")
         let queuedBehind = state.withLock { s -> Bool in
             guard !s.vanished, !s.closed else { return true }

@@ -1,0 +1,159 @@
+"""Limits the server sets (protocol.md, version 3, "Rate limits the server sets"): its rate limit
+headers followed for every client (`followServer`), concurrency that adapts to its 429s
+(`adaptive`), requests weighed by `cost`, and a bandwidth budget per host and for the daemon
+(`maxRecvBytesPerSecond` on setRateLimit).
+
+Everything is measured at the origin: the test server's /budget, /overload, /record and
+/metered routes log each request's arrival (or each write of a body) on the system-wide
+monotonic clock. Client processes run test_rate_limits.CLIENT (a standalone JSON-RPC client
+on its own connection)."""
+import json
+import time
+import unittest
+import urllib.request
+
+from harness import Daemon, RPCError, servers, wait_for
+from jobhelpers import hits, key, send_request
+from test_rate_limits import LimitCase, client_answers, max_in_window, parse_iso, start_client
+from test_redis import REDIS, RedisCase
+
+FORMS = ("ietf", "ietf-dict", "ietf-fields", "x-seconds", "github", "openai")
+
+
+def origin_log(route, name):
+    """The test server's log of /<route>/<name> (its /<route>-log/<name>)."""
+    with urllib.request.urlopen(f"{servers().test_url}/{route}-log/{name}", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def budget_url(name, form, limit, window, ms=0):
+    return f"{servers().test_url}/budget/{name}?form={form}&limit={limit}&window={window}" + (f"&ms={ms}" if ms else "")
+
+
+def per_window(log):
+    """{window index: (arrivals, refused)} of a /budget log."""
+    out = {}
+    for r in log["requests"]:
+        n, refused = out.get(r["window"], (0, 0))
+        out[r["window"]] = (n + 1, refused + (r["status"] == 429))
+    return out
+
+
+class ServerLimitCase(LimitCase):
+    """A fresh daemon per test (limits are daemon-wide state)."""
+
+    def limit(self, **fields):
+        return self.c.call("setRateLimit", dict({"host": "127.0.0.1"}, **fields))
+
+    def all_ok(self, procs, count, timeout=60):
+        for p in procs:
+            answers = client_answers(p, timeout=timeout)
+            self.assertEqual(len(answers), count)
+            for a in answers:
+                self.assertEqual(a["answer"].get("result", {}).get("status"), 200, json.dumps(a)[:400])
+
+
+class TestFollowServer(ServerLimitCase):
+    def test_each_header_form_holds_two_clients_to_the_budget(self):
+        # Two client connections share a budget of 3 requests per second that the server states
+        # in each form; one at a time (maxConcurrent 1), so the first window is held too.
+        self.limit(maxConcurrent=1)
+        for form in FORMS:
+            with self.subTest(form=form):
+                name = key(f"budget-{form}")
+                url = budget_url(name, form, limit=3, window=1)
+                procs = self.clients([{"url": url}] * 5, [{"url": url}] * 5)
+                self.all_ok(procs, 5)
+                log = origin_log("budget", name)
+                self.assertEqual(log["count"], 10, "each request reached the server once")
+                self.assertEqual(log["refused"], 0, f"no request past the budget: {per_window(log)}")
+                windows = per_window(log)
+                self.assertLessEqual(max(n for n, _ in windows.values()), 3, windows)
+                self.assertGreaterEqual(len(windows), 4, "the pauses spread them over the windows")
+                wait_for(lambda: (self.host_state() or {}).get("pausedUntil") is None, timeout=3,
+                         message="the last pause ends at the server's reset")
+
+    def test_requests_in_flight_count_against_what_is_left(self):
+        # 4 at a time against a budget of 4 per second: when an answer says 3 left, the 3 others
+        # in flight take them, so the host pauses at once (else a fifth would start and get 429).
+        self.limit(maxConcurrent=4)
+        name = key("inflight")
+        url = budget_url(name, "openai", limit=4, window=1, ms=100)
+        procs = self.clients([{"url": url, "retry": False}] * 8, [{"url": url, "retry": False}] * 8)
+        self.all_ok(procs, 8)
+        log = origin_log("budget", name)
+        self.assertEqual((log["count"], log["refused"]), (16, 0), per_window(log))
+        self.assertLessEqual(max(n for n, _ in per_window(log).values()), 4)
+
+    def test_get_rate_limits_shows_the_server_and_its_pause(self):
+        name = key("shown")
+        url = budget_url(name, "x-seconds", limit=3, window=30)
+        t0 = time.time()
+        self.assertEqual(self.c.call("fetch", {"url": url})["status"], 200)
+        h = self.host_state()
+        self.assertEqual(h["server"]["remaining"], 2, h)
+        reset = parse_iso(h["server"]["resetAt"]).timestamp()
+        self.assertAlmostEqual(reset, t0 + 30, delta=1.5)
+        self.assertIsNone(h["pausedUntil"], "budget left: no pause")
+        self.assertEqual(self.entry("*")["server"], h["server"], "the entry shows its host's")
+        for _ in range(2):
+            self.c.call("fetch", {"url": url})
+        h = self.host_state()
+        self.assertEqual(h["server"]["remaining"], 0)
+        self.assertIsNotNone(h["pausedUntil"], "spent: paused until the reset")
+        self.assertAlmostEqual(parse_iso(h["pausedUntil"]).timestamp(), reset, delta=1.5)
+        self.assertEqual(self.entry("*")["pausedUntil"], h["pausedUntil"])
+        # Another client's request waits for the reset; the origin sees nothing more.
+        with self.daemon.client() as other:
+            rid = send_request(other, "fetch", {"url": url, "jobId": "waits"})
+            wait_for(lambda: (self.host_state() or {}).get("queued") == 1, timeout=5, message="queued behind the pause")
+            time.sleep(0.3)
+            self.assertEqual(origin_log("budget", name)["count"], 3)
+            self.assertEqual(self.c.call("cancel", {"jobId": "waits"}), {"cancelled": True})
+            self.assertEqual(other.answer_for(rid)["error"]["code"], -32002)
+
+    def test_follow_server_false_ignores_the_headers(self):
+        got = self.limit(followServer=False)
+        self.assertIs(got["followServer"], False)
+        name = key("ignored")
+        url = budget_url(name, "ietf", limit=1, window=30)
+        self.assertEqual(self.c.call("fetch", {"url": url})["status"], 200)
+        self.assertEqual(self.c.call("fetch", {"url": url, "retry": False})["status"], 429, "not held back")
+        self.assertIsNone(self.host_state()["pausedUntil"] if self.host_state() else None)
+        self.assertIsNone(self.entry("127.0.0.1")["server"])
+        self.assertIs(self.limit(followServer=True)["followServer"], True)
+        with self.assertRaises(RPCError) as cm:
+            self.limit(followServer="yes")
+        self.assertEqual((cm.exception.code, cm.exception.data.get("field")), (-32602, "followServer"))
+
+    def test_many_in_flight_overshoot_only_the_first_window(self):
+        # Ten at a time (the default) against 5 per second: before any answer has come, the first
+        # window takes more than the budget and those are refused (and retried); after it, none.
+        name = key("firstwindow")
+        url = budget_url(name, "ietf", limit=5, window=1, ms=50)
+        req = {"url": url, "retry": {"maxAttempts": 10, "delay": 0.05}}
+        procs = self.clients([req] * 8, [req] * 8)
+        self.all_ok(procs, 8)
+        windows = per_window(origin_log("budget", name))
+        later = {w: v for w, v in windows.items() if w > 0}
+        self.assertTrue(later, windows)
+        self.assertEqual(sum(r for _, r in later.values()), 0, f"no 429 after the first window: {windows}")
+
+
+class TestFollowServerShared(RedisCase):
+    def test_two_daemons_pause_together(self):
+        self.start_daemons(2)
+        self.share({"maxConcurrent": 1})
+        name = key("sharedbudget")
+        url = budget_url(name, "github", limit=3, window=1)
+        for p in self.clients([[{"url": url}] * 5] * 2):
+            answers = client_answers(p, timeout=60)
+            self.assertEqual([a["answer"].get("result", {}).get("status") for a in answers], [200] * 5)
+        log = origin_log("budget", name)
+        self.assertEqual(log["count"], 10)
+        self.assertEqual(log["refused"], 0, f"one daemon's answer paused the other: {per_window(log)}")
+        self.assertLessEqual(max(n for n, _ in per_window(log).values()), 3)
+
+
+if __name__ == "__main__":
+    unittest.main()
