@@ -65,6 +65,8 @@ final class Job: Sendable {
         var attached: [Attachment] = []
         /// How many of them asked for progress notifications.
         var watching = 0
+        /// What each stage and observer keeps for the job (`PipelineMember.State`).
+        var slots = StateSlots()
     }
 
     /// One `attach` request: answered as the job's own request, notified if it asked.
@@ -127,6 +129,20 @@ final class Job: Sendable {
             defer { m.reply = nil }
             return (actions, taken, m.reply)
         }
+    }
+
+    // MARK: what the stages and observers keep (under the job's lock)
+
+    /// The member's state for this job (a copy, taken under the job's lock).
+    func state<Member: PipelineMember>(of member: Member) -> Member.State {
+        mutable.withLock { $0.slots.value(of: member, in: self) }
+    }
+
+    /// Changes the member's state for this job under the job's lock: `body` must not call
+    /// anything that takes it again (the job's other members), nor wait.
+    @discardableResult
+    func withState<Member: PipelineMember, R>(of member: Member, _ body: (inout Member.State) -> R) -> R {
+        mutable.withLock { $0.slots.modify(member, in: self, body) }
     }
 
     // MARK: what the driver keeps between its steps (each taken once)
@@ -225,8 +241,6 @@ struct PipelineState: Sendable {
     var stubRecording: StubRecording?
     /// The stub that answered the last attempt (the result's `stub`).
     var stubID: String?
-    /// Milliseconds the last attempt waited in its host's queue (the result's timings.queuedMs).
-    var queuedMs = 0.0
     /// When the last attempt passed the metrics stage (monotonic µs).
     var attemptStartMicroseconds = 0
 
@@ -254,61 +268,4 @@ struct PipelineState: Sendable {
         var state: CacheState
         init(_ state: CacheState) { self.state = state }
     }
-}
-
-/// What jobs run on: the engine, and the admission queue that applies every host's limits.
-struct JobServices: Sendable {
-    let engine: HTTPEngine
-    let admission: HostAdmission
-    let httpLog: HTTPLog
-    let log: Logger
-    /// Builds answers beside the engine thread when it is busy (nil: no core for it, every
-    /// small answer is made where its job ended).
-    let answers: WorkerThreads?
-    /// Where jobs that wait (retries, queues, large answers) continue as tasks.
-    let tasks: WorkerThreads
-    /// Blocking file work (a part file's hash, fsync, landing): threads of their own.
-    let blocking: WorkerThreads
-    /// The waits between attempts. A serial queue: `DispatchQueue.global()` would start
-    /// libdispatch's workqueue, whose monitor then wakes the process every second.
-    let timers: DispatchQueue
-    /// The stages every job passes through (Pipeline.common), made once.
-    let commonStages: [any Stage]
-    /// Stub sets (the stub stage answers from them).
-    let stubs: StubStore
-    /// Where durable jobs are written down (nil: durable jobs are refused).
-    let durable: DurableStore?
-    /// The daemon's counters (getMetrics).
-    let metrics: Metrics
-    /// jobEvent notifications to subscribers (nil: none are sent).
-    let events: JobEvents?
-    /// The HTTP cache (nil: no --cache-dir).
-    let cache: HTTPCache?
-    /// Shared limits through Redis (nil without `--redis`).
-    let shared: SharedAdmission?
-
-    init(engine: HTTPEngine, admission: HostAdmission, credentials: CredentialStore, httpLog: HTTPLog, log: Logger,
-         answers: WorkerThreads?, tasks: WorkerThreads, blocking: WorkerThreads, timers: DispatchQueue,
-         stubs: StubStore = StubStore(), durable: DurableStore? = nil, metrics: Metrics = Metrics(),
-         events: JobEvents? = nil, cache: HTTPCache? = nil, shared: SharedAdmission? = nil) {
-        self.durable = durable
-        self.metrics = metrics
-        self.events = events
-        self.cache = cache
-        self.shared = shared
-        self.engine = engine
-        self.admission = admission
-        self.httpLog = httpLog
-        self.log = log
-        self.answers = answers
-        self.tasks = tasks
-        self.blocking = blocking
-        self.timers = timers
-        self.stubs = stubs
-        commonStages = Pipeline.common(admission: admission, shared: shared, credentials: credentials, log: log, stubs: stubs,
-                                       timers: timers, metrics: metrics, cache: cache)
-    }
-
-    /// Seconds on the monotonic clock (the machine's and the host scheduler's clock).
-    var now: Double { admission.now }
 }

@@ -10,6 +10,8 @@ struct HostGate: Sendable {
     let admission: HostAdmission
     /// Hosts whose limit is `shared` are admitted through Redis (`--redis`).
     let shared: SharedAdmission?
+    /// The wall clock an HTTP date (Retry-After, a reset time) is read against.
+    var clock = JobClock.system
 
     /// Calls `then(true)` once the ticket's host takes the request (at once when it has room),
     /// or `then(false)` when its queue is full or the wait failed. After `true`, the caller
@@ -51,7 +53,7 @@ struct HostGate: Sendable {
     func pauseForRetryAfter(_ status: Int, _ headers: ResponseHeaders, host: HostKey, sharedHost: Bool,
                             maxSeconds: Double) -> Double? {
         guard RetryPolicy.retryAfterStatuses.contains(status), let retryAfter = headers.last(named: "Retry-After"),
-              let seconds = RetryAfter.seconds(from: retryAfter, now: Date()), seconds > 0 else { return nil }
+              let seconds = RetryAfter.seconds(from: retryAfter, now: clock.wall()), seconds > 0 else { return nil }
         let pause = min(seconds, maxSeconds)
         self.pause(host, seconds: pause, sharedHost: sharedHost)
         return pause
@@ -69,7 +71,7 @@ struct HostGate: Sendable {
     /// may start, and the last of them pauses the host (`HostScheduler.noteServer`). The
     /// pause's length when the host pauses now, else nil.
     func followServer(_ headers: ResponseHeaders, host: HostKey, sharedHost: Bool) -> Double? {
-        guard let budget = ServerRateLimit.read(headers, now: Date()), let reset = budget.resetSeconds, reset > 0 else { return nil }
+        guard let budget = ServerRateLimit.read(headers, now: clock.wall()), let reset = budget.resetSeconds, reset > 0 else { return nil }
         let limit = admission.limit(for: host)
         guard limit.followServer else { return nil }
         let seconds = min(reset, Self.maxServerPause)

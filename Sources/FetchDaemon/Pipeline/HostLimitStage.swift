@@ -6,39 +6,48 @@ import FoundationEssentials
 /// allow it. Each attempt gives its slot back when it ends; a 429 or 503 with Retry-After
 /// pauses the host for everyone, whether or not this job tries again.
 final class HostLimitStage: Stage {
+    struct State: JobState {
+        /// Milliseconds the last attempt waited in its host's queue (the answer's
+        /// `timings.queuedMs`).
+        var queuedMs = 0.0
+    }
+
     let admission: HostAdmission
     /// Hosts whose limit is `shared` are admitted here, through Redis (`--redis`).
     let shared: SharedAdmission?
     let log: Logger
     let metrics: Metrics
+    let clock: JobClock
     private let gate: HostGate
 
-    init(admission: HostAdmission, shared: SharedAdmission?, log: Logger, metrics: Metrics) {
+    init(admission: HostAdmission, shared: SharedAdmission?, log: Logger, metrics: Metrics, clock: JobClock) {
         self.admission = admission
         self.shared = shared
-        gate = HostGate(admission: admission, shared: shared)
+        gate = HostGate(admission: admission, shared: shared, clock: clock)
         self.log = log
         self.metrics = metrics
+        self.clock = clock
     }
 
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         let ticket = Self.ticket(attempt, job)
-        job.pipeline.queuedMs = 0
+        // An earlier attempt's wait is not this one's (a slot is made only for a wait).
+        if job.state(of: self).queuedMs != 0 { job.withState(of: self) { $0.queuedMs = 0 } }
         if let shared, case let limit = admission.limit(for: ticket.host), limit.shared {
             return sharedHold(ticket, limit: limit, shared: shared, job: job)
         }
         if admission.startNow(ticket) { return .proceed }
         // Only a job's first attempt can be refused for a full queue.
         let accepted = attempt.number > 1
-        let queued = ContinuousClock.now
+        let queued = clock.now()
         return .hold(Hold(
-            start: { [admission, metrics] release in
+            start: { [admission, metrics, clock] release in
                 do {
                     try admission.enqueue(ticket, alreadyAccepted: accepted, admitted: { result in
-                        let waited = (ContinuousClock.now - queued).components
-                        job.pipeline.queuedMs = Double(waited.seconds) * 1000 + Double(waited.attoseconds / 10_000_000_000_000) / 100
+                        let waited = clock.now() - queued
+                        job.withState(of: self) { $0.queuedMs = Self.milliseconds(waited) }
                         metrics.count(.limitWaits)
-                        metrics.count(.limitWaitMicroseconds, by: Int(waited.seconds) * 1_000_000 + Int(waited.attoseconds / 1_000_000_000_000))
+                        metrics.count(.limitWaitMicroseconds, by: Int(waited * 1e6))
                         release(result)
                     })
                 } catch {
@@ -52,20 +61,20 @@ final class HostLimitStage: Stage {
     /// thread, not this one).
     private func sharedHold(_ ticket: HostScheduler.Ticket, limit: HostScheduler.Limit, shared: SharedAdmission,
                             job: Job) -> Preparation {
-        let queued = ContinuousClock.now
+        let queued = clock.now()
         return .hold(Hold(
-            start: { release in
+            start: { [clock] release in
                 shared.enqueue(ticket, limit: limit, admitted: { result in
-                    job.pipeline.queuedMs = Self.milliseconds(since: queued)
+                    job.withState(of: self) { $0.queuedMs = Self.milliseconds(clock.now() - queued) }
                     release(result)
                 })
             },
             cancel: { error in shared.cancel(ticket, error: error) }))
     }
 
-    static func milliseconds(since start: ContinuousClock.Instant) -> Double {
-        let waited = (ContinuousClock.now - start).components
-        return Double(waited.seconds) * 1000 + Double(waited.attoseconds / 10_000_000_000_000) / 100
+    /// Seconds as milliseconds to two places, rounded down.
+    static func milliseconds(_ seconds: Double) -> Double {
+        (max(0, seconds) * 100_000).rounded(.down) / 100
     }
 
     func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) {
@@ -82,15 +91,16 @@ final class HostLimitStage: Stage {
         log.info("pausing \(host) for \(pause) s: status \(answer.status) with Retry-After")
     }
 
-    /// The attempt's own URL decides its host (a resumable upload's session URL may name
-    /// another host: its limits apply).
+    func report(_ job: Job, into report: inout JobReport) {
+        report.queuedMs = job.state(of: self).queuedMs
+    }
+
+    /// The attempt's own URL decides its host (`Job.host(of:)`).
     static func host(_ attempt: Attempt, _ job: Job) -> HostKey {
-        // Most attempts go to the request's own URL, parsed once already.
-        if attempt.request.url == job.spec.request.url { return job.spec.host }
-        return (try? RequestURL(attempt.request.url)).map(HostKey.init) ?? job.spec.host
+        job.host(of: attempt)
     }
 
     static func ticket(_ attempt: Attempt, _ job: Job) -> HostScheduler.Ticket {
-        HostScheduler.Ticket(id: job.transferID, host: host(attempt, job), priority: job.spec.model.priority)
+        HostScheduler.Ticket(id: job.transferID, host: job.host(of: attempt), priority: job.spec.model.priority)
     }
 }

@@ -15,14 +15,15 @@ enum Pipeline {
     /// judges the outcome; the request's maxTime (after the host's wait, so each attempt's
     /// timeouts are cut to what is left) ends the job at its deadline.
     static func common(admission: HostAdmission, shared: SharedAdmission?, credentials: CredentialStore, log: Logger,
-                       stubs: StubStore, timers: DispatchQueue, metrics: Metrics, cache: HTTPCache? = nil) -> [any Stage] {
+                       stubs: StubStore, timers: DispatchQueue, metrics: Metrics, cache: HTTPCache? = nil,
+                       clock: JobClock = .system) -> [any Stage] {
         [
             CookieStage(),
             StubStage(stubs: stubs, timers: timers),
             CredentialStage(store: credentials),
             CacheStage(cache: cache),
-            HostLimitStage(admission: admission, shared: shared, log: log, metrics: metrics),
-            ServerLimitStage(gate: HostGate(admission: admission, shared: shared), log: log),
+            HostLimitStage(admission: admission, shared: shared, log: log, metrics: metrics, clock: clock),
+            ServerLimitStage(gate: HostGate(admission: admission, shared: shared, clock: clock), log: log),
             DeadlineStage(),
             RetryStage(),
             MetricsStage(metrics: metrics),

@@ -17,12 +17,15 @@ import JSONRPC
 /// class is a pointer, copied with a retain). The stages of one job are called one at a time, in the order of the job's life, never
 /// concurrently; `prepare` runs on a worker thread for jobs that use local files
 /// (`JobSpec.preparesOnWorker`), so it may then do blocking file work.
-protocol Stage: AnyObject, Sendable {
+protocol Stage: PipelineMember {
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation
     func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job)
     func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict
     /// The job is answered (`answer`: its result, or why it failed or was cancelled).
     func jobEnded(_ job: Job, _ answer: Result<JSONValue, any Error>)
+    /// What the stage tells the job's answer and its HTTP log (the host's queue time, the
+    /// cache's outcome, the stub that answered), from its state.
+    func report(_ job: Job, into report: inout JobReport)
 }
 
 extension Stage {
@@ -30,6 +33,37 @@ extension Stage {
     func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) {}
     func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict { .pass }
     func jobEnded(_ job: Job, _ answer: Result<JSONValue, any Error>) {}
+    func report(_ job: Job, into report: inout JobReport) {}
+}
+
+/// What the stages tell about a job, as typed values: the answer's `timings.queuedMs`,
+/// `cache` and `stub`, and the HTTP log's cache object (`Job.report`).
+struct JobReport: Sendable {
+    /// Milliseconds the last attempt waited in its host's queue.
+    var queuedMs = 0.0
+    /// What the HTTP cache did (nil: no cache).
+    var cache: CacheOutcome?
+    /// The stored response the cache answered with, or validated.
+    var cacheEntry: StoredResponse?
+    /// The stub that answered the last attempt.
+    var stub: String?
+}
+
+extension Job {
+    /// What the job's stages tell about it now.
+    func report() -> JobReport {
+        var report = JobReport()
+        for stage in spec.stages { stage.report(self, into: &report) }
+        return report
+    }
+
+    /// The host whose limits apply to the attempt: its own URL's (a resumable upload's
+    /// session URL, a redirect's hop may name another host).
+    func host(of attempt: Attempt) -> HostKey {
+        // Most attempts go to the request's own URL, parsed once already.
+        if attempt.request.url == spec.request.url { return spec.host }
+        return (try? RequestURL(attempt.request.url)).map(HostKey.init) ?? spec.host
+    }
 }
 
 /// One attempt, as the stages prepare it. A reference, handed along without copying the

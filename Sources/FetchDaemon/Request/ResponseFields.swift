@@ -66,7 +66,8 @@ enum ResponseFields {
         result.append(distinctKey: "redirects", JSONValue(response.redirects))
         result.append(distinctKey: "elapsedMs", .double((ms * 1000).rounded() / 1000))
         result.append(distinctKey: "httpVersion", .string(response.httpVersion))
-        result.append(distinctKey: "timings", timings(response.timings, queuedMs: job.pipeline.queuedMs))
+        let report = job.report()
+        result.append(distinctKey: "timings", timings(response.timings, queuedMs: report.queuedMs))
         result.append(distinctKey: "remoteAddress", response.remoteAddress.map(JSONValue.string) ?? .null)
         if let cache = job.pipeline.cacheOutcome { result["cache"] = .string(cache.rawValue) }
         if let stub = job.pipeline.stubID { result["stub"] = .string(stub) }
