@@ -237,10 +237,6 @@ final class Job: Sendable {
 struct PipelineState: Sendable {
     var retry = RetryState()
     var auth = CredentialState()
-    /// Set when the job's stub set records it (recordStubs).
-    var stubRecording: StubRecording?
-    /// The stub that answered the last attempt (the result's `stub`).
-    var stubID: String?
     /// When the last attempt passed the metrics stage (monotonic µs).
     var attemptStartMicroseconds = 0
 

@@ -194,7 +194,7 @@ final class CacheStage: Stage {
     static func key(_ attempt: Attempt, _ job: Job, _ mode: CacheMode) -> Key? {
         let request = attempt.request
         guard mode != .noStore, request.method == "GET", job.spec.kind != .upload, attempt.substitute == nil,
-              job.pipeline.stubRecording == nil,
+              !attempt.networkOnly,
               request.body == .none, request.range == nil, case .memory = request.destination,
               !request.headers.contains(where: { h in CacheRules.conditionalFields.contains { h.name.caseInsensitiveEquals($0) } }),
               !CacheRules.RequestDirectives(request.headers).noStore else { return nil }

@@ -19,7 +19,7 @@ enum Pipeline {
                        clock: JobClock = .system) -> [any Stage] {
         [
             CookieStage(),
-            StubStage(stubs: stubs, timers: timers),
+            StubStage(stubs: stubs, timers: timers, clock: clock),
             CredentialStage(store: credentials),
             CacheStage(cache: cache),
             HostLimitStage(admission: admission, shared: shared, log: log, metrics: metrics, clock: clock),

@@ -75,6 +75,9 @@ final class Attempt: @unchecked Sendable {
     /// The secrets an auth rule added to this attempt: HTTP logs mask them whatever
     /// `redact` says.
     var ruleSecrets: [String] = []
+    /// Only the network may answer the attempt: set by a stage that records what the server
+    /// answers (a job recordStubs records), so no stage answers from elsewhere (the cache).
+    var networkOnly = false
     /// Set by a stage that answers in the network's place once every stage has prepared the
     /// attempt (a stub: a download's part file is known by then, and every stage judges it).
     var substitute: Substitute?

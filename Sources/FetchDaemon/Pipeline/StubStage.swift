@@ -13,20 +13,33 @@ import Synchronization
 /// goes to the network when the set says so. `delayMs` is a hold released by a timer: no
 /// thread waits.
 final class StubStage: Stage {
+    struct State: JobState {
+        /// The stub that answered the last attempt (the answer's `stub`).
+        var stubID: String?
+        /// Set when the job's stub set records it (recordStubs).
+        var recording: StubRecording?
+    }
+
     let stubs: StubStore
     let timers: DispatchQueue
+    let clock: JobClock
 
-    init(stubs: StubStore, timers: DispatchQueue) {
+    init(stubs: StubStore, timers: DispatchQueue, clock: JobClock = .system) {
         self.stubs = stubs
         self.timers = timers
+        self.clock = clock
     }
 
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         guard let set = job.spec.model.stubs ?? stubs.implicitSet else { return .proceed }
-        job.pipeline.stubID = nil
+        let recording = job.withState(of: self) { state in
+            state.stubID = nil
+            return state.recording
+        }
         // A job being recorded goes to the network on every attempt (its retries too).
-        if job.pipeline.stubRecording != nil {
+        if recording != nil {
             attempt.request.recordsExchange = true
+            attempt.networkOnly = true
             return .proceed
         }
         let request = StubRequest(attempt.request)
@@ -61,7 +74,8 @@ final class StubStage: Stage {
         case .network:
             return 0
         case .record(_, let recording):
-            job.pipeline.stubRecording = recording
+            job.withState(of: self) { $0.recording = recording }
+            attempt.networkOnly = true
             // Its hops are kept, for the HAR file.
             attempt.request.recordsExchange = true
             return 0
@@ -69,17 +83,17 @@ final class StubStage: Stage {
             attempt.substitute = Substitute { _, _ in Self.missed(miss) }
             return 0
         case .answer(var answer, let stubID):
-            job.pipeline.stubID = stubID
+            job.withState(of: self) { $0.stubID = stubID }
             var delay = answer.delayMs
             // A delay the request's timeout does not allow ends as a real one would.
             if delay > 0 && delay >= attempt.request.timeoutMs {
                 delay = attempt.request.timeoutMs
                 answer = .fault(.timeout)
             }
-            attempt.substitute = Substitute { [answer, stubs] attempt, job in
-                let (made, last) = Self.following(answer, attempt.request, set: set, stubs: stubs)
+            attempt.substitute = Substitute { [answer, stubs, clock] attempt, job in
+                let (made, last) = Self.following(answer, attempt.request, set: set, stubs: stubs, now: clock.wall())
                 // A redirect the set answered: the stub that gave the last answer.
-                if let last { job.pipeline.stubID = last }
+                if let last { job.withState(of: self) { $0.stubID = last } }
                 return made
             }
             return delay
@@ -88,10 +102,16 @@ final class StubStage: Stage {
 
     /// recordStubs: what the network answered joins the set and the HAR file.
     func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) {
-        guard let recording = job.pipeline.stubRecording, attempt.substitute == nil,
-              case .success(let response) = outcome else { return }
+        guard attempt.networkOnly, attempt.substitute == nil, case .success(let response) = outcome,
+              let recording = job.state(of: self).recording else { return }
         stubs.recorded(attempt.request, response, in: recording)
-        recording.append(Job.AttemptRecord(number: attempt.number, startedAt: Date(), request: attempt.request, outcome: .success(response)))
+        recording.append(Job.AttemptRecord(number: attempt.number, startedAt: clock.wall(), request: attempt.request,
+                                           outcome: .success(response)))
+    }
+
+    func report(_ job: Job, into report: inout JobReport) {
+        guard job.spec.model.stubs != nil || stubs.implicitSet != nil else { return }
+        report.stub = job.state(of: self).stubID
     }
 
     static func missed(_ miss: StubMiss) -> Substitute.Made {
@@ -105,7 +125,7 @@ final class StubStage: Stage {
     /// body); a hop that no stub answers fails with stubMiss. Each hop's Set-Cookie reaches
     /// the jar, as a real answer's does.
     /// Also the stubId of a redirect hop's stub that answered last (nil: no hop).
-    static func following(_ first: StubAnswer, _ original: HTTPRequest, set: String, stubs: StubStore)
+    static func following(_ first: StubAnswer, _ original: HTTPRequest, set: String, stubs: StubStore, now: Date = Date())
         -> (Substitute.Made, lastStub: String?) {
         var request = original
         var answer = first
@@ -116,7 +136,7 @@ final class StubStage: Stage {
             let made = outcome(answer, request)
             guard case .success(var response) = made else { return (Substitute.Made(outcome: made), last) }
             if let jar = request.cookieJar {
-                let cookies = StubCookies.cookies(from: Array(response.headers), url: request.url, now: Date())
+                let cookies = StubCookies.cookies(from: Array(response.headers), url: request.url, now: now)
                 if !cookies.isEmpty { stubs.storeCookies(cookies, jar) }
             }
             hops += response.exchange

@@ -70,7 +70,7 @@ enum ResponseFields {
         result.append(distinctKey: "timings", timings(response.timings, queuedMs: report.queuedMs))
         result.append(distinctKey: "remoteAddress", response.remoteAddress.map(JSONValue.string) ?? .null)
         if let cache = job.pipeline.cacheOutcome { result["cache"] = .string(cache.rawValue) }
-        if let stub = job.pipeline.stubID { result["stub"] = .string(stub) }
+        if let stub = report.stub { result["stub"] = .string(stub) }
         if job.spec.model.exchange {
             result["exchange"] = exchange(job: job, response: response)
             result["sentBytes"] = .integer(response.sentBytes)
