@@ -16,12 +16,15 @@ public final class HostAdmission: Sendable {
     }
 
     private let state: Locked<State>
+    /// Whether any limit is `adaptive`: without one, an attempt's end costs no lock for it.
+    private let anyAdaptive: Atomic<Bool>
     /// Rescheduled only under the lock; dispatch sources are themselves thread-safe.
     private nonisolated(unsafe) let timer: any DispatchSourceTimer
     private let origin = DispatchTime.now()
 
     public init(scheduler: HostScheduler) {
         state = Locked(State(scheduler: scheduler))
+        anyAdaptive = Atomic(scheduler.limits.values.contains { $0.adaptive })
         timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "fetchd.admission"))
         timer.schedule(deadline: .distantFuture)
         timer.setEventHandler { [weak self] in self?.pump() }
@@ -95,18 +98,34 @@ public final class HostAdmission: Sendable {
         return paused
     }
 
+    /// How an attempt of an `adaptive` host ended, before its slot is given back
+    /// (`HostScheduler.adapt`).
+    public func adapt(_ host: HostKey, overloaded: Bool, elapsed: Double) {
+        guard anyAdaptive.load(ordering: .relaxed) else { return }
+        state.withLock { s in s.scheduler.adapt(host: host, overloaded: overloaded, elapsed: elapsed, now: now) }
+    }
+
+    /// Whether any limit is `adaptive` (else `adapt` does nothing).
+    public var hasAdaptiveLimits: Bool { anyAdaptive.load(ordering: .relaxed) }
+
     /// The limit that applies to a host now.
     public func limit(for host: HostKey) -> HostScheduler.Limit {
         state.withLock { $0.scheduler.limit(for: host) }
     }
 
     public func setLimit(_ limit: HostScheduler.Limit, for pattern: String) {
-        state.withLock { $0.scheduler.setLimit(limit, for: pattern) }
+        state.withLock { s in
+            s.scheduler.setLimit(limit, for: pattern)
+            anyAdaptive.store(s.scheduler.limits.values.contains { $0.adaptive }, ordering: .relaxed)
+        }
         pump()
     }
 
     public func removeLimit(for pattern: String) {
-        state.withLock { $0.scheduler.removeLimit(for: pattern) }
+        state.withLock { s in
+            s.scheduler.removeLimit(for: pattern)
+            anyAdaptive.store(s.scheduler.limits.values.contains { $0.adaptive }, ordering: .relaxed)
+        }
         pump()
     }
 

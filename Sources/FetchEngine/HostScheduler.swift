@@ -25,6 +25,9 @@ public struct HostScheduler: Sendable {
         /// Answers that say the server's budget is spent (`ServerRateLimit`) pause the host
         /// until the server's reset.
         public var followServer = true
+        /// The host's concurrency adapts to its answers between 1 and `maxConcurrent`
+        /// (`AdaptiveConcurrency`).
+        public var adaptive = false
 
         public enum RedisDownMode: String, Sendable, Equatable {
             /// Each daemon enforces `localShare` x the limit by itself.
@@ -47,6 +50,7 @@ public struct HostScheduler: Sendable {
                              burst: max(1, Int((Double(burst) * localShare).rounded(.down))))
             part.localShare = localShare
             part.followServer = followServer
+            part.adaptive = adaptive
             return part
         }
 
@@ -86,10 +90,21 @@ public struct HostScheduler: Sendable {
         public var pausedUntil: Double?
         /// What the server last said of its budget (`followServer`), until its reset.
         public var server: ServerBudget?
+        /// The concurrency an `adaptive` limit has learned; nil while it is `maxConcurrent`.
+        public var adaptive: AdaptiveConcurrency?
+
+        /// How many may run at once: `maxConcurrent`, or less while an adaptive limit holds
+        /// the host lower (nil: no cap).
+        public func concurrencyNow(_ limit: Limit) -> Int? {
+            guard let cap = limit.maxConcurrent else { return nil }
+            guard limit.adaptive, let adaptive else { return cap }
+            return min(cap, adaptive.current)
+        }
 
         /// Nothing left to remember once nothing runs (`running`: what still runs).
         fileprivate func isIdle(running: Int) -> Bool {
             running == 0 && waiting.isEmpty && pausedUntil == nil && theoreticalArrival == -Double.infinity && server == nil
+                && adaptive == nil
         }
 
         /// Counts a start against the host's concurrency and its rate. A start at most the
@@ -280,13 +295,28 @@ public struct HostScheduler: Sendable {
         return spent
     }
 
+    /// How an attempt of an `adaptive` host ended (its slot not yet given back): `overloaded`
+    /// (a 429, a 503, a timeout) halves the host's concurrency, a run of other answers raises
+    /// it again (`AdaptiveConcurrency`). `elapsed`: how long the request ran.
+    public mutating func adapt(host: HostKey, overloaded: Bool, elapsed: Double, now: Double) {
+        let limit = self.limit(for: host)
+        guard limit.adaptive, let ceiling = limit.maxConcurrent, let index = hosts.index(forKey: host) else { return }
+        var adaptive = hosts.values[index].adaptive ?? AdaptiveConcurrency(ceiling: ceiling)
+        if overloaded {
+            adaptive.overloaded(elapsed: elapsed, now: now, ceiling: ceiling)
+        } else {
+            adaptive.succeeded(ceiling: ceiling)
+        }
+        hosts.values[index].adaptive = adaptive.isAtCeiling(ceiling) ? nil : adaptive
+    }
+
     /// When `admit` should next be called to start a waiting request held back by a rate
     /// or a pause (nil when nothing waits on time: only on a running request to finish).
     public func nextWakeup(now: Double) -> Double? {
         var earliest: Double? = nil
         for (host, state) in hosts where !state.waiting.isEmpty {
             let limit = self.limit(for: host)
-            if let cap = limit.maxConcurrent, state.running >= cap { continue }
+            if let cap = state.concurrencyNow(limit), state.running >= cap { continue }
             if state.server?.awaitsAnswer == true { continue }  // woken by an answer or an end
             var at = now
             if let paused = state.pausedUntil, paused > now { at = max(at, paused) }
@@ -299,7 +329,7 @@ public struct HostScheduler: Sendable {
     }
 
     private func canStart(_ state: HostState, limit: Limit, now: Double) -> Bool {
-        if let cap = limit.maxConcurrent, state.running >= cap { return false }
+        if let cap = state.concurrencyNow(limit), state.running >= cap { return false }
         if let server = state.server, server.awaitsAnswer { return false }
         if let paused = state.pausedUntil, paused > now { return false }
         if let rps = limit.requestsPerSecond, rps > 0 {
@@ -322,6 +352,7 @@ public struct HostScheduler: Sendable {
     public mutating func expire(now: Double) {
         for host in Array(hosts.keys) {
             if let paused = hosts[host]?.pausedUntil, paused <= now { hosts[host]?.pausedUntil = nil }
+            if hosts[host]?.adaptive != nil, !limit(for: host).adaptive { hosts[host]?.adaptive = nil }
             if let server = hosts[host]?.server, server.resetAt <= now || !server.resetAt.isFinite {
                 // The server's window has reset: its whole quota (when known) may start, and no
                 // more before an answer says more. An idle host's is forgotten.

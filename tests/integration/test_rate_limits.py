@@ -416,12 +416,13 @@ class TestSetRateLimit(LimitCase):
         self.assertEqual(got["maxQueued"], 10000, got)
         self.assertEqual(got["queued"], 0, got)
         self.assertEqual(got["limits"], [{"host": "*", "maxConcurrent": 10, "requestsPerSecond": None, "burst": 1,
-                                          "followServer": True,
-                                          "running": 0, "queued": 0, "pausedUntil": None, "server": None}], got)
+                                          "followServer": True, "adaptive": False,
+                                          "running": 0, "queued": 0, "pausedUntil": None, "server": None,
+                                          "concurrencyNow": 10}], got)
         rid = self.hold_slot(self.c, "holder")
         h = self.host_state()
         self.assertEqual(h, {"host": f"http://127.0.0.1:{self.srv.test_port}", "limit": "*", "running": 1,
-                             "queued": 0, "pausedUntil": None, "server": None}, h)
+                             "queued": 0, "pausedUntil": None, "server": None, "concurrencyNow": 10}, h)
         self.assertEqual(self.entry("*")["running"], 1)
         self.release_slot("holder")
         self.assertCancelled(self.answers(self.c, [rid])[rid])
@@ -430,7 +431,7 @@ class TestSetRateLimit(LimitCase):
     def test_partial_update_and_null(self):
         r = self.c.call("setRateLimit", {"host": "Example.COM", "requestsPerSecond": 2.5, "burst": 4})
         # A new entry starts from the * defaults.
-        v3 = {"followServer": True}
+        v3 = {"followServer": True, "adaptive": False}
         self.assertEqual(r, {"host": "example.com", "maxConcurrent": 10, "requestsPerSecond": 2.5, "burst": 4, **v3}, r)
         r = self.c.call("setRateLimit", {"host": "example.com", "maxConcurrent": 3})
         self.assertEqual(r, {"host": "example.com", "maxConcurrent": 3, "requestsPerSecond": 2.5, "burst": 4, **v3}, r)

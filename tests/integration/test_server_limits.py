@@ -140,6 +140,49 @@ class TestFollowServer(ServerLimitCase):
         self.assertEqual(sum(r for _, r in later.values()), 0, f"no 429 after the first window: {windows}")
 
 
+class TestAdaptive(ServerLimitCase):
+    def run_load(self, name, per_client=30):
+        url = f"{self.srv.test_url}/overload/{name}?k=4&ms=100"
+        req = {"url": url, "retry": {"maxAttempts": 50, "delay": 0.05, "maxElapsed": 60}}
+        self.all_ok(self.clients([req] * per_client, [req] * per_client), per_client)
+        return origin_log("overload", name)
+
+    def test_concurrency_adapts_to_an_origin_that_refuses_above_four(self):
+        # 16 at a time against an origin that answers 429 to any request that finds 4 in flight.
+        self.limit(maxConcurrent=16)
+        fixed = self.run_load(key("fixed"))
+        got = self.limit(adaptive=True)
+        self.assertIs(got["adaptive"], True)
+        self.assertEqual(self.entry("127.0.0.1")["concurrencyNow"], 16, "starts at maxConcurrent")
+        adapted = self.run_load(key("adaptive"))
+        self.assertEqual(fixed["ok"], 60)
+        self.assertEqual(adapted["ok"], 60)
+        self.assertLessEqual(adapted["maxInFlight"], 4)
+        self.assertLess(adapted["refused"] * 4, fixed["refused"],
+                        f"adaptive: {adapted['refused']} refused, fixed at 16: {fixed['refused']}")
+        # After the first burst, it stays near what the origin takes: few refusals.
+        t0 = adapted["requests"][0]["t"]
+        later = [r for r in adapted["requests"] if r["t"] > t0 + 1.0]
+        refused_later = sum(r["status"] == 429 for r in later)
+        self.assertLess(refused_later, len(later) / 4, f"{refused_later} of {len(later)} refused after the first second")
+        now = self.entry("127.0.0.1")["concurrencyNow"]
+        self.assertTrue(1 <= now < 16, now)
+        self.assertEqual(self.host_state()["concurrencyNow"], now, "the host is remembered below its ceiling")
+
+    def test_adaptive_needs_a_cap_and_a_bool(self):
+        for params, field in (({"adaptive": True, "maxConcurrent": None}, "adaptive"),
+                              ({"adaptive": "yes"}, "adaptive")):
+            with self.subTest(params=params):
+                with self.assertRaises(RPCError) as cm:
+                    self.limit(**params)
+                self.assertEqual((cm.exception.code, cm.exception.data.get("field")), (-32602, field))
+        self.limit(adaptive=True, maxConcurrent=3)
+        with self.assertRaises(RPCError) as cm:
+            self.limit(maxConcurrent=None)
+        self.assertEqual(cm.exception.data.get("field"), "maxConcurrent")
+        self.assertIsNone(self.limit(adaptive=False, maxConcurrent=None)["maxConcurrent"])
+
+
 class TestFollowServerShared(RedisCase):
     def test_two_daemons_pause_together(self):
         self.start_daemons(2)

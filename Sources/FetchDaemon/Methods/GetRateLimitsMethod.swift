@@ -31,11 +31,11 @@ struct GetRateLimitsMethod: InlineRPCMethod {
         var active: [HostKey: Active] = [:]
         for (key, state) in scheduler.hosts {
             active[key] = Active(running: state.running, queued: state.waiting.count, pausedUntil: state.pausedUntil,
-                                 server: state.server)
+                                 server: state.server, concurrencyNow: state.concurrencyNow(scheduler.limit(for: key)))
         }
         if let shared {
             for (key, counts) in shared.counts().hosts {
-                var old = active[key] ?? Active()
+                var old = active[key] ?? Active(concurrencyNow: scheduler.limit(for: key).maxConcurrent)
                 old.pausedUntil = [old.pausedUntil, counts.pausedUntil].compactMap { $0 }.max()
                 old.running += counts.running
                 old.queued += counts.queued
@@ -51,6 +51,9 @@ struct GetRateLimitsMethod: InlineRPCMethod {
             entry["running"] = JSONValue(governed.values.reduce(0) { $0 + $1.running })
             entry["queued"] = JSONValue(governed.values.reduce(0) { $0 + $1.queued })
             entry["pausedUntil"] = iso(governed.values.compactMap(\.pausedUntil).max())
+            // An adaptive entry: its lowest host's; else maxConcurrent.
+            entry["concurrencyNow"] = (governed.values.compactMap(\.concurrencyNow).min() ?? limit.maxConcurrent)
+                .map { JSONValue(min($0, limit.maxConcurrent ?? $0)) } ?? .null
             // The governed host with the least left (the latest reset among equals).
             entry["server"] = server(governed.values.compactMap(\.server).filter { $0.resetAt > now && $0.resetAt.isFinite }.min {
                 $0.remaining != $1.remaining ? $0.remaining < $1.remaining : $0.resetAt > $1.resetAt
@@ -69,6 +72,7 @@ struct GetRateLimitsMethod: InlineRPCMethod {
                 "host": .string(key.description), "limit": .string(scheduler.limitEntry(for: key)),
                 "running": JSONValue(state.running), "queued": JSONValue(state.queued),
                 "pausedUntil": iso(state.pausedUntil), "server": server(state.server),
+                "concurrencyNow": state.concurrencyNow.map { JSONValue($0) } ?? .null,
             ]
         }
         return ["limits": .array(limits), "hosts": .array(hosts), "queued": JSONValue(scheduler.queued),
@@ -82,6 +86,8 @@ private struct Active {
     var queued = 0
     var pausedUntil: Double?
     var server: ServerBudget?
+    /// How many may run at once now (nil: no cap).
+    var concurrencyNow: Int?
 }
 
 enum ISO8601Format {

@@ -59,6 +59,17 @@ struct SetRateLimitMethod: InlineRPCMethod {
             limit.localShare = share
         }
         if let follow = try reader.bool("followServer") { limit.followServer = follow }
+        if let adaptive = try reader.bool("adaptive") { limit.adaptive = adaptive }
+        if limit.adaptive {
+            // Named after the field this call gave, so the caller sees what to change.
+            let field = reader.isPresent("adaptive") ? "adaptive" : reader.isPresent("maxConcurrent") ? "maxConcurrent" : "shared"
+            guard limit.maxConcurrent != nil else {
+                throw RPCError.invalidParams(field: reader.field(field), "adaptive needs maxConcurrent: the most it grows to")
+            }
+            guard !limit.shared else {
+                throw RPCError.invalidParams(field: reader.field(field), "adaptive is not for a shared limit: each daemon adapts to its own answers")
+            }
+        }
         try reader.finish()
         return (host, limit)
     }

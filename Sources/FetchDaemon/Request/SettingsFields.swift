@@ -21,6 +21,7 @@ enum SettingsFields {
             "requestsPerSecond": limit.requestsPerSecond.map(JSONValue.double) ?? .null,
             "burst": JSONValue(limit.burst),
             "followServer": .bool(limit.followServer),
+            "adaptive": .bool(limit.adaptive),
         ]
         if redis {
             entry["shared"] = .bool(limit.shared)
