@@ -84,6 +84,8 @@ final class Job: Sendable {
     /// Set (under the job's lock) by a cancel's transition: after handing an attempt to the
     /// engine, the driver tells the machine only when a cancel may have raced the hand-over.
     private let cancelSeen = Atomic<Bool>(false)
+    /// Whether a member has made its slot (set under the job's lock, read without it).
+    private let hasSlots = Atomic<Bool>(false)
     var mayHaveBeenCancelled: Bool { cancelSeen.load(ordering: .sequentiallyConsistent) }
 
     /// How many daemon restarts this durable job has been resumed after (0: never).
@@ -118,6 +120,9 @@ final class Job: Sendable {
 
     var state: JobMachine.State { mutable.withLock { $0.machine.state } }
 
+    /// The number of the attempt the next step belongs to (`JobMachine.nextAttempt`).
+    var nextAttempt: Int { mutable.withLock { $0.machine.nextAttempt } }
+
     /// Moves the machine under the job's lock; the caller performs the actions after it. When
     /// they answer the job, the reply comes with them (taken once).
     func transition(_ event: JobMachine.Event, now: @autoclosure () -> Double)
@@ -133,16 +138,22 @@ final class Job: Sendable {
 
     // MARK: what the stages and observers keep (under the job's lock)
 
-    /// The member's state for this job (a copy, taken under the job's lock).
+    /// The member's state for this job (a copy, taken under the job's lock; a job whose
+    /// members never changed theirs answers without the lock).
     func state<Member: PipelineMember>(of member: Member) -> Member.State {
-        mutable.withLock { $0.slots.value(of: member, in: self) }
+        guard hasSlots.load(ordering: .acquiring) else { return member.initialState(self) }
+        return mutable.withLock { $0.slots.value(of: member, in: self) }
     }
 
     /// Changes the member's state for this job under the job's lock: `body` must not call
     /// anything that takes it again (the job's other members), nor wait.
     @discardableResult
     func withState<Member: PipelineMember, R>(of member: Member, _ body: (inout Member.State) -> R) -> R {
-        mutable.withLock { $0.slots.modify(member, in: self, body) }
+        mutable.withLock { m in
+            let made = m.slots.count
+            defer { if m.slots.count != made { hasSlots.store(true, ordering: .releasing) } }
+            return m.slots.modify(member, in: self, body)
+        }
     }
 
     // MARK: what the driver keeps between its steps (each taken once)
@@ -236,7 +247,6 @@ final class Job: Sendable {
 /// What the stages of one job keep between its attempts.
 struct PipelineState: Sendable {
     var retry = RetryState()
-    var auth = CredentialState()
     /// When the last attempt passed the metrics stage (monotonic µs).
     var attemptStartMicroseconds = 0
 

@@ -125,16 +125,7 @@ struct JobDriver: Sendable {
     // MARK: an attempt through the stages
 
     private func beginAttempt(_ job: Job) {
-        let attempt: Attempt
-        if job.pipeline.auth.hasRedirects {
-            // A redirect the daemon follows (RedirectFollowing): the step goes to the hop,
-            // and a hop it has just followed is a step of the same attempt.
-            let hop = job.pipeline.auth.redirects.takeHop()
-            attempt = Attempt(number: hop ? max(1, job.attempts) : job.attempts + 1, request: job.spec.request)
-            job.pipeline.auth.redirects.apply(to: &attempt.request)
-        } else {
-            attempt = Attempt(number: job.attempts + 1, request: job.spec.request)
-        }
+        let attempt = Attempt(number: job.nextAttempt, request: job.spec.request)
         if job.spec.preparesOnWorker {
             services.blocking.execute { prepare(job, attempt, from: 0) }
         } else {
@@ -226,11 +217,7 @@ struct JobDriver: Sendable {
         attempt.request.recordsExchange = attempt.request.recordsExchange || services.httpLog.isEnabled
         // Bodies kept in memory count against what the client's connection may hold.
         if case .memory = attempt.request.destination { attempt.request.bodyBudget = job.bodyBudget }
-        var secrets = attempt.ruleSecrets
-        // A hop the daemon followed is logged with the secrets of the hops before it too
-        // (its answer's exchange shows them all).
-        if job.pipeline.auth.hasRedirects { secrets += job.pipeline.auth.redirects.earlierSecrets }
-        let recording = attempt.request.recordsExchange ? (Date(), attempt.request, secrets) : nil
+        let recording = attempt.request.recordsExchange ? (Date(), attempt.request, attempt.secrets) : nil
         services.events?.publish(job, .started)
         if let substitute = attempt.substitute {
             return substituted(job, attempt, prepared: prepared, substitute, recording: recording)
@@ -296,14 +283,7 @@ struct JobDriver: Sendable {
                 break judging
             }
         }
-        if job.pipeline.auth.hasRedirects {
-            switch decision {
-            // A retry starts over from the job's own URL, as libcurl's would.
-            case .again: job.pipeline.auth.redirects = RedirectFollowing()
-            case .final: outcome = outcome.map { job.pipeline.auth.redirects.completed($0) }
-            case .next, .follow: break
-            }
-        }
+        for stage in stages.reversed() { stage.settled(attempt, decision, &outcome, job) }
         if decision != .final, job.pipeline.retry.failures > failuresBefore { saveRetryState(job) }
         handle(job, .attemptEnded(decision), carrying: .outcome(outcome))
     }

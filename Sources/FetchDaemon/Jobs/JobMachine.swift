@@ -162,6 +162,10 @@ struct JobMachine: Sendable, Equatable {
         self.attempts = attempts
     }
 
+    /// The number of the attempt the next step belongs to: a redirect hop is a step of the
+    /// attempt before it (unless none started yet).
+    var nextAttempt: Int { hopNext && attempts > 0 ? attempts : attempts + 1 }
+
     /// Moves the machine; returns the actions to perform, in order, and whether the event was
     /// taken (a cancel answers `cancelled: true` exactly when it is).
     mutating func handle(_ event: Event, now: @autoclosure () -> Double) -> (actions: Actions, taken: Bool) {

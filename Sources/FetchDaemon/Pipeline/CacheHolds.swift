@@ -222,7 +222,7 @@ extension CacheStage {
                 hop.responseHeaders = Array(response.headers)
                 answered.exchange = [hop]
                 job.record(Job.AttemptRecord(number: attempt.number, startedAt: Date(), request: request,
-                                             outcome: .success(answered), ruleSecrets: attempt.ruleSecrets))
+                                             outcome: .success(answered), ruleSecrets: attempt.secrets))
             }
         }
         // Cancelled meanwhile: what the body took goes back now.

@@ -199,7 +199,7 @@ final class CacheStage: Stage {
               !request.headers.contains(where: { h in CacheRules.conditionalFields.contains { h.name.caseInsensitiveEquals($0) } }),
               !CacheRules.RequestDirectives(request.headers).noStore else { return nil }
         return Key(url: CacheRules.primaryKey(request.url),
-                   partition: partition(request, ruleHeaders: CredentialStage.ruleHeaders(of: attempt)))
+                   partition: partition(request, ruleHeaders: attempt.secretHeaders))
     }
 
     /// A digest of what makes an answer one user's or one route's: an answer is reused only

@@ -28,6 +28,8 @@ extension PipelineMember {
 /// reference for all of them.
 struct StateSlots {
     private var head: StateSlot?
+    /// Slots made so far.
+    private(set) var count = 0
 
     /// The member's state (a copy), or its initial state when it never changed it.
     func value<Member: PipelineMember>(of member: Member, in job: Job) -> Member.State {
@@ -44,6 +46,7 @@ struct StateSlots {
         } else {
             slot = TypedStateSlot(owner: key, next: head, value: member.initialState(job))
             head = slot
+            count += 1
         }
         return body(&slot.value)
     }

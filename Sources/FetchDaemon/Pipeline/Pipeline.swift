@@ -18,6 +18,7 @@ enum Pipeline {
                        stubs: StubStore, timers: DispatchQueue, metrics: Metrics, cache: HTTPCache? = nil,
                        clock: JobClock = .system) -> [any Stage] {
         [
+            RedirectStage(),
             CookieStage(),
             StubStage(stubs: stubs, timers: timers, clock: clock),
             CredentialStage(store: credentials),

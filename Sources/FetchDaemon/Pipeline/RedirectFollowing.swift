@@ -12,8 +12,8 @@ import FetchEngine
 /// Location of another scheme than http or https is refused as libcurl refuses it. The
 /// client's own `Authorization`, `Cookie` and `Host` go only to the job's own origin.
 ///
-/// Pure: the request and the answer in, the next hop out. `CredentialStage` takes the
-/// redirects over and judges each answer; `JobDriver` starts each step at the hop.
+/// Pure: the request and the answer in, the next hop out. `RedirectStage` keeps it for a job,
+/// sends each step to the hop and judges each answer.
 struct RedirectFollowing: Sendable, Equatable {
     /// Where the job's steps go while it follows a redirect.
     struct Hop: Sendable, Equatable {
@@ -43,9 +43,6 @@ struct RedirectFollowing: Sendable, Equatable {
     private(set) var hop: Hop?
     /// Redirects followed so far (added to the answer's `redirects`).
     private(set) var followed = 0
-    /// Set when an answer was followed, taken by the step that goes to the hop: a hop is a
-    /// step of the same attempt, not another attempt.
-    private(set) var hopPending = false
     /// What the hops before the current one sent and took: the answer's `exchange`, HTTP
     /// logs' masks (the secrets each hop's rule added) and the time they took.
     private(set) var earlierExchange: [ExchangeHop] = []
@@ -57,14 +54,13 @@ struct RedirectFollowing: Sendable, Equatable {
     /// The request's redirects become the daemon's to follow (up to its `maxRedirects`):
     /// libcurl follows none of them.
     mutating func takeOver(_ request: inout HTTPRequest) {
-        if limit == nil { limit = request.maxRedirects }
+        takeOver(limit: request.maxRedirects)
         request.maxRedirects = 0
     }
 
-    /// The step that goes to the pending hop takes it (true: the step is that hop).
-    mutating func takeHop() -> Bool {
-        defer { hopPending = false }
-        return hopPending
+    /// The job's redirects become the daemon's to follow, up to `limit` (the first call sets it).
+    mutating func takeOver(limit: Int) {
+        if self.limit == nil { self.limit = limit }
     }
 
     /// A step's request: the job's own, sent to the current hop when there is one.
@@ -100,7 +96,6 @@ struct RedirectFollowing: Sendable, Equatable {
         hop = Hop(url: next.text, method: !resends && request.method == "POST" ? "GET" : request.method,
                   dropsBody: !resends || (hop?.dropsBody ?? false))
         followed += 1
-        hopPending = true
         earlierExchange += answer.exchange
         earlierSecrets += secrets
         earlierMicroseconds += max(0, answer.timings.total)

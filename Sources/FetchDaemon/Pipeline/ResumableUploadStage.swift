@@ -49,8 +49,8 @@ final class ResumableUploadStage: Stage, @unchecked Sendable {
         attempt.request = try sessionRequest(base: attempt.request, headers: session.headers(for: sent))
         // A session URL on another host (scheme, port) gets no credential of the start's
         // auth rule, as a redirect would not.
-        if !attempt.ruleSecrets.isEmpty, (try? RequestURL(attempt.request.url)).map(HostKey.init) != job.spec.host {
-            CredentialStage.removeRuleCredential(from: attempt)
+        if !attempt.secrets.isEmpty, (try? RequestURL(attempt.request.url)).map(HostKey.init) != job.spec.host {
+            attempt.removeSecrets()
         }
         if case .chunk(let offset, let length, _) = sent {
             attempt.request.body = .fileRange(path: path, offset: offset, length: length)

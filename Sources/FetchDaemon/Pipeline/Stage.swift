@@ -21,6 +21,9 @@ protocol Stage: PipelineMember {
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation
     func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job)
     func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict
+    /// The attempt is judged: what comes next is `decision`. A final outcome may be amended
+    /// here (a redirect the daemon followed counts its hops in).
+    func settled(_ attempt: Attempt, _ decision: JobMachine.Decision, _ outcome: inout AttemptOutcome, _ job: Job)
     /// The job is answered (`answer`: its result, or why it failed or was cancelled).
     func jobEnded(_ job: Job, _ answer: Result<JSONValue, any Error>)
     /// What the stage tells the job's answer and its HTTP log (the host's queue time, the
@@ -32,6 +35,7 @@ extension Stage {
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation { .proceed }
     func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) {}
     func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict { .pass }
+    func settled(_ attempt: Attempt, _ decision: JobMachine.Decision, _ outcome: inout AttemptOutcome, _ job: Job) {}
     func jobEnded(_ job: Job, _ answer: Result<JSONValue, any Error>) {}
     func report(_ job: Job, into report: inout JobReport) {}
 }
@@ -72,9 +76,9 @@ final class Attempt: @unchecked Sendable {
     /// 1 for the first attempt.
     let number: Int
     var request: HTTPRequest
-    /// The secrets an auth rule added to this attempt: HTTP logs mask them whatever
-    /// `redact` says.
-    var ruleSecrets: [String] = []
+    /// Secrets the attempt carries (a credential an auth rule added, and those of the
+    /// redirect hops before it): HTTP logs and `exchange` mask them whatever `redact` says.
+    var secrets: [String] = []
     /// Only the network may answer the attempt: set by a stage that records what the server
     /// answers (a job recordStubs records), so no stage answers from elsewhere (the cache).
     var networkOnly = false
