@@ -336,15 +336,16 @@ class Client(HTTPMethods[Response]):
                               on_progress=on_progress, on_retrying=on_retrying)
         feeder = _Feeder(self, job_id, fds)
         try:
-            return self._call(method, params, rpc_timeout=rpc_timeout, job_id=job_id,
-                              on_progress=on_progress, on_retrying=on_retrying, fds=fds,
-                              sent=feeder.start)
+            result = self._call(method, params, rpc_timeout=rpc_timeout, job_id=job_id,
+                                on_progress=on_progress, on_retrying=on_retrying, fds=fds,
+                                sent=feeder.start)
         except RPCError as e:
             feeder.raise_error(e)
             raise
         finally:
             fds.close()
-            feeder.raise_error(None)
+        feeder.raise_error(None)
+        return result
 
     def _stream_connection(self, method: str, params: Dict[str, Any],
                            on_progress: Optional[Callback], on_retrying: Optional[Callback],
