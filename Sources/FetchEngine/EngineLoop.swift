@@ -244,7 +244,8 @@ final class EngineLoop: @unchecked Sendable {
             } else if let tooLarge = TransferError.headersTooLarge(code: code, transfer) {
                 end(transfer, .failure(tooLarge))
             } else {
-                end(transfer, .failure(TransferError.from(code: code, detail: transfer.errorText)))
+                end(transfer, .failure(TransferError.from(code: code, detail: transfer.errorText,
+                                                              proxy: transfer.request.proxy)))
             }
         }
     }

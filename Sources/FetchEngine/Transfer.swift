@@ -330,8 +330,10 @@ final class Transfer: @unchecked Sendable {
             body: body, redirects: redirects, httpVersion: Self.versionName(version),
             timings: timings(), sentBytes: offInfo(CURLINFO_SIZE_UPLOAD_T),
             receivedBytes: offInfo(CURLINFO_SIZE_DOWNLOAD_T))
+        // Over a Unix socket libcurl gives the socket's path, cut short: there is no address.
         var address: UnsafeMutablePointer<CChar>? = nil
-        if fetchd_easy_getinfo_str(easy, CURLINFO_PRIMARY_IP, &address) == CURLE_OK, let address, address.pointee != 0 {
+        if request.unixSocket == nil, fetchd_easy_getinfo_str(easy, CURLINFO_PRIMARY_IP, &address) == CURLE_OK,
+           let address, address.pointee != 0 {
             response.remoteAddress = String(cString: address)
         }
         response.download = downloadSink?.finish(status: status, headers: responseHeaders)

@@ -28,11 +28,32 @@ public struct TransferError: Error, Sendable, Equatable {
         self.filePath = filePath
     }
 
-    static func from(code: CURLcode, detail: String) -> TransferError {
+    /// `proxy`: the request's proxy URL, if it named one.
+    static func from(code: CURLcode, detail: String, proxy: String? = nil) -> TransferError {
         let text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
-        var error = TransferError(kind(of: code), text)
+        let kind = proxyNameUnresolved(code: code, detail: text, proxy: proxy) ? .proxy : kind(of: code)
+        var error = TransferError(kind, text)
         error.curlCode = Int(code.rawValue)
         return error
+    }
+
+    /// libcurl reports a SOCKS proxy whose name does not resolve as CURLE_COULDNT_RESOLVE_HOST
+    /// naming the proxy ("Could not resolve host: <proxy>"), not as CURLE_COULDNT_RESOLVE_PROXY
+    /// as for an HTTP proxy: it is the proxy that failed, not the URL's host.
+    static func proxyNameUnresolved(code: CURLcode, detail: String, proxy: String?) -> Bool {
+        guard code == CURLE_COULDNT_RESOLVE_HOST, let proxy, let host = hostName(ofProxy: proxy) else { return false }
+        return detail.hasSuffix(": \(host)") || detail.contains("'\(host)'")
+    }
+
+    /// The host name of a proxy URL (`socks5://user:pass@name:1080`), nil when it has none.
+    static func hostName(ofProxy proxy: String) -> String? {
+        var rest = Substring(proxy)
+        if let scheme = rest.firstRange(of: "://") { rest = rest[scheme.upperBound...] }
+        rest = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
+        if rest.hasPrefix("[") { return nil }  // an IPv6 address: nothing to resolve
+        let host = rest.prefix { $0 != ":" }
+        return host.isEmpty ? nil : String(host)
     }
 
     /// A response whose headers went past a limit (`HTTPLimits`): ours, counted in the

@@ -68,20 +68,27 @@ class EchoHandler(UnixHandler):
         self.wfile.write(body)
 
 
+def mutual_tls_server(directory):
+    """An HTTPS server (EchoHandler) on a thread that requires a client certificate, its files in
+    directory: (server, server cert, client cert, client key); the caller shuts it down."""
+    server_cert, server_key = self_signed(directory, "server", "127.0.0.1")
+    client_cert, client_key = self_signed(directory, "client", "fetchd-client")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(server_cert, server_key)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.load_verify_locations(client_cert)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), EchoHandler)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, server_cert, client_cert, client_key
+
+
 class TestClientCertificate(DaemonTestCase):
     """certFile/keyFile against a TLS server that requires a client certificate."""
 
     def test_mutual_tls(self):
         with tempfile.TemporaryDirectory() as d:
-            server_cert, server_key = self_signed(d, "server", "127.0.0.1")
-            client_cert, client_key = self_signed(d, "client", "fetchd-client")
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ctx.load_cert_chain(server_cert, server_key)
-            ctx.verify_mode = ssl.CERT_REQUIRED
-            ctx.load_verify_locations(client_cert)
-            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), EchoHandler)
-            server.socket = ctx.wrap_socket(server.socket, server_side=True)
-            threading.Thread(target=server.serve_forever, daemon=True).start()
+            server, server_cert, client_cert, client_key = mutual_tls_server(d)
             url = f"https://127.0.0.1:{server.server_address[1]}/"
             try:
                 r = self.c.call("fetch", {"url": url, "caFile": server_cert, "certFile": client_cert,

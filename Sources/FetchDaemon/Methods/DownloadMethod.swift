@@ -27,7 +27,15 @@ struct DownloadMethod: DurableJobMethod {
             path = try reader.requiredString("path")
             try policy.checkWritable(path, field: reader.field("path"))
             if let overwrite = try reader.bool("overwrite") { self.overwrite = overwrite }
-            if let resume = try reader.bool("resume") { self.resume = resume }
+            let resume = try reader.bool("resume")
+            if let resume { self.resume = resume }
+            // A byte range is not the whole file: no part file is continued with its own Range.
+            if model.routing.range != nil {
+                if resume == true {
+                    throw RPCError.invalidParams(field: reader.field("resume"), "a download with range starts from zero: resume must be false or left out")
+                }
+                self.resume = false
+            }
             if let fsync = try reader.bool("fsync") { self.fsync = fsync }
             if let durable = try reader.bool("durable") { self.durable = durable }
             if let digest = try reader.string("sha256") {
