@@ -112,14 +112,20 @@ def request_message(method: str, params: Dict[str, Any]) -> Dict[str, Any]:
     return {"jsonrpc": "2.0", "id": _JOB_ID, "method": method, "params": params}
 
 
-def cancel_message(job_id: str) -> Dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": "cancel", "method": "cancel", "params": {"jobId": job_id}}
-
-
 class JobConnection:
     """A job's own connection (the sync and asyncio ones read it their way)."""
     sock: Optional[socket.socket] = None
     core: StreamCore
+
+    def _feed(self, m: Dict[str, Any]) -> None:
+        """One message into the core; a callback that raises closes the connection (the
+        daemon cancels the job) and the exception goes on to the reader."""
+        try:
+            self.core.feed(m)
+        except BaseException:
+            self.close()
+            raise
+        self._ended(None)
 
     def _ended(self, error: Optional[BaseException]) -> None:
         """After a read: the connection is done with once the job has ended (or it closed)."""
@@ -154,11 +160,11 @@ class _Connection(JobConnection):
         if self.sock is None:
             raise ConnectionClosed("the response was closed")
         try:
-            self.core.feed(self.reader.read_message(timeout))
+            m = self.reader.read_message(timeout)
         except ConnectionClosed as e:
             self._ended(e)
             return
-        self._ended(None)
+        self._feed(m)
 
 
 class StreamingResponse(Response):

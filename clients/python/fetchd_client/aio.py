@@ -531,8 +531,7 @@ class _AsyncConnection(JobConnection):
         while True:
             m = self._lines.pop()
             if m is not None:
-                self.core.feed(m)
-                self._ended(None)
+                self._feed(m)
                 return
             if self.sock is None:
                 raise ConnectionClosed("the response was closed")
