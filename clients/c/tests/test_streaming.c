@@ -342,6 +342,50 @@ static void test_stream_callbacks(fetchd_client *c) {
     json_decref(p);
 }
 
+/* The LLM-style token stream of docs/clients.md: tokens until "[DONE]", then stop. */
+static int on_token(const char *event, const char *data, const char *id, void *ud) {
+    struct seen *s = ud;
+    (void)event;
+    (void)id;
+    if (!strcmp(data, "[DONE]"))
+        return 1;
+    json_t *d = json_loads(data, 0, NULL);
+    const char *token = json_string_value(json_object_get(d, "token"));
+    size_t used = strlen(s->text);
+    snprintf(s->text + used, sizeof s->text - used, "%s", token ? token : "?");
+    json_decref(d);
+    s->events++;
+    return 0;
+}
+
+static void test_llm_stub(fetchd_client *c) {
+    const char *url = "https://llm.example/v1/chat/completions";
+    char set[64];
+    snprintf(set, sizeof set, "c-llm-%ld", (long)getpid());
+    const char *body = "data: {\"token\": \"Hel\"}\n\ndata: {\"token\": \"lo\"}\n\n"
+                       "data: {\"token\": \"!\"}\n\ndata: [DONE]\n\n";
+    json_t *stream = json_pack("{s:s,s:{s:s},s:{s:{s:s},s:s},s:i}", "set", set, "match", "url", url, "respond",
+                               "headers", "Content-Type", "text/event-stream", "body", body, "times", 1);
+    json_t *end = json_pack("{s:s,s:{s:s},s:{s:i}}", "set", set, "match", "url", url, "respond", "status", 204);
+    fetchd_error err = {0};
+    CHECK(fetchd_add_stub(c, stream, NULL, &err) == FETCHD_OK, "addStub: %s", err.message);
+    CHECK(fetchd_add_stub(c, end, NULL, &err) == FETCHD_OK, "addStub: %s", err.message);
+    json_decref(stream);
+    json_decref(end);
+    struct seen s = {0};
+    fetchd_stream_callbacks cb = {.on_event = on_token};
+    json_t *p = json_pack("{s:s,s:s,s:{s:s,s:b}}", "url", url, "stubs", set, "json", "prompt", "hi", "stream", 1);
+    fetchd_response r = {0};
+    fetchd_status st = fetchd_fetch_stream(c, p, &cb, &s, &r, &err);
+    CHECK(st == FETCHD_ERR_RPC && err.code == FETCHD_RPC_CANCELLED, "stopped at [DONE]: %d %s", st, err.message);
+    CHECK(!strcmp(s.text, "Hello!") && s.events == 3, "tokens: %s", s.text);
+    fetchd_response_free(&r);
+    fetchd_error_clear(&err);
+    json_decref(p);
+    CHECK(fetchd_remove_stubs(c, set, NULL, NULL, &err) == FETCHD_OK, "removeStubs: %s", err.message);
+    fetchd_error_clear(&err);
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
         fprintf(stderr, "usage: %s SOCKET TEST_SERVER_URL TMPDIR\n", argv[0]);
@@ -361,6 +405,7 @@ int main(int argc, char **argv) {
     test_to_pipe(c);
     test_from_pipe(c);
     test_stream_callbacks(c);
+    test_llm_stub(c);
     fetchd_close(c);
     printf("c-streaming: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
