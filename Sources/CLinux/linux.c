@@ -287,3 +287,13 @@ int fetchd_random_bytes(void *buffer, unsigned long length) {
     }
     return 0;
 }
+
+static _Thread_local int engine_thread_mark;
+
+void fetchd_mark_engine_thread(void) {
+    engine_thread_mark = 1;
+}
+
+int fetchd_is_engine_thread(void) {
+    return engine_thread_mark;
+}

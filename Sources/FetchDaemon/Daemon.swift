@@ -143,7 +143,7 @@ public final class Daemon: Sendable {
             GetCookiesMethod(engine: engine),
             SetCookiesMethod(engine: engine),
             ClearCookiesMethod(engine: engine),
-            SetAuthMethod(store: credentials, policy: policy),
+            SetAuthMethod(store: credentials, policy: policy, blocking: blocking),
             GetAuthMethod(store: credentials),
             AddStubMethod(stubs: stubs, policy: policy),
             RemoveStubsMethod(stubs: stubs),

@@ -39,7 +39,10 @@ public struct DownloadOutcome: Sendable {
     /// The digest of the whole file (lowercase hex). Reading it waits for the download's
     /// hashing queue to finish its last blocks, so it is never read on the engine thread:
     /// the transfer ends without waiting for the hash.
-    public var sha256: String { digest.hex }
+    public var sha256: String {
+        HTTPEngine.assertNotOnAnEngineThread()
+        return digest.hex
+    }
     let digest: PendingDigest
     /// True when this attempt continued existing bytes.
     public var resumed: Bool

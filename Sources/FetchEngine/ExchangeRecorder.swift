@@ -27,6 +27,7 @@ final class ExchangeRecorder {
 
     /// The request header block, as libcurl sent it, for the hop now starting.
     func requestSent(_ block: String, url: String) {
+        HTTPEngine.assertOnAnEngineThread()
         var lines = block.split(separator: "\r\n", omittingEmptySubsequences: true).map(String.init)
         guard !lines.isEmpty else { return }
         let requestLine = lines.removeFirst().split(separator: " ")
@@ -42,6 +43,7 @@ final class ExchangeRecorder {
 
     /// A status line: interim 1xx answers are not hops of their own.
     func statusReceived(_ line: String) {
+        HTTPEngine.assertOnAnEngineThread()
         guard !hops.isEmpty else { return }
         let parts = line.split(separator: " ", maxSplits: 2).map(String.init)
         let status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0

@@ -24,10 +24,13 @@ final class FairTurns {
     /// -> 0.61 s per GiB, docs/performance.md).
     var alone = false
 
+    private let thread = OneThread()
+
     /// Whether the transfer may take `length` more bytes this turn; when not, it is recorded
     /// to be unpaused next turn and its write callback returns CURL_WRITEFUNC_PAUSE (libcurl
     /// keeps the piece and gives it again once unpaused).
     func mayTake(_ length: Int, turnSeen: inout UInt64, turnBytes: inout Int, id: UInt64) -> Bool {
+        assert(thread.isOwner, "FairTurns is one engine thread's")
         if alone { return true }
         if turnSeen != turn {
             turnSeen = turn
@@ -43,6 +46,7 @@ final class FairTurns {
 
     /// Starts a new turn; returns the transfers to unpause.
     func nextTurn() -> [UInt64] {
+        assert(thread.isOwner, "FairTurns is one engine thread's")
         turn &+= 1
         guard !yielded.isEmpty else { return [] }
         let ids = yielded

@@ -81,6 +81,7 @@ extension HTTPEngine {
 extension EngineLoop {
     /// Engine thread: tells the observer, if any, that `jar` may have changed.
     func notifyCookiesChanged(_ jar: String) {
+        assert(isCurrent, "cookie changes are told on the engine thread")
         cookieObserver.withLock { $0 }?(jar)
     }
 }

@@ -1,4 +1,5 @@
 internal import CCurl
+internal import CLinux
 import Dispatch
 import FoundationEssentials
 import Glibc
@@ -31,10 +32,16 @@ public final class HTTPEngine: Sendable {
         loops = (0..<count).map { _ in EngineLoop(settings: settings, jars: jars, cookieObserver: observer) }
         bulk = EngineLoop(settings: settings, jars: jars, cookieObserver: observer)
         for (index, loop) in loops.enumerated() {
-            NamedThread.start(index == 0 ? "fetchd-engine" : "fetchd-engine\(index + 1)") { loop.run() }
+            NamedThread.start(index == 0 ? "fetchd-engine" : "fetchd-engine\(index + 1)") {
+                fetchd_mark_engine_thread()
+                loop.run()
+            }
         }
         let bulk = self.bulk
-        NamedThread.start("fetchd-bulk") { bulk.run() }
+        NamedThread.start("fetchd-bulk") {
+            fetchd_mark_engine_thread()
+            bulk.run()
+        }
     }
 
     /// How many threads run small requests (each can drive an event source: `watch`).
@@ -68,6 +75,19 @@ public final class HTTPEngine: Sendable {
 
     public func assertOnEngineThread(file: StaticString = #fileID, line: UInt = #line) {
         assert(isEngineThread, "this must run on an engine thread", file: file, line: line)
+    }
+
+    /// The same rules for code that holds no engine (a part file, the cache's store, a
+    /// type the engine's threads own): whether the caller is an engine thread of any engine,
+    /// read from a mark each engine thread sets on itself as it starts (a thread-local).
+    public static var onAnEngineThread: Bool { fetchd_is_engine_thread() != 0 }
+
+    public static func assertNotOnAnEngineThread(file: StaticString = #fileID, line: UInt = #line) {
+        assert(!onAnEngineThread, "this must not run on an engine thread", file: file, line: line)
+    }
+
+    public static func assertOnAnEngineThread(file: StaticString = #fileID, line: UInt = #line) {
+        assert(onAnEngineThread, "this must run on an engine thread", file: file, line: line)
     }
 
     /// libcurl's version text, for `--version` and `getStatus`.
@@ -111,6 +131,7 @@ public final class HTTPEngine: Sendable {
         _ request: consuming HTTPRequest, id: UInt64, onProgress: (@Sendable (TransferProgress) -> Void)?,
         completion: @escaping @Sendable (Result<HTTPResponse, TransferError>) -> Void
     ) throws(TransferFileError) -> Transfer {
+        assert(!request.usesLocalFiles || !isEngineThread, "a transfer that opens files starts off the engine threads")
         let upload = try UploadFile(for: request.body)
         var mimeFiles: [UploadFile] = []
         if case .multipart(let form) = request.body {

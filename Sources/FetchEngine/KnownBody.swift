@@ -39,6 +39,7 @@ public enum KnownBody {
     private static func write(status: Int, headers: ResponseHeaders, to target: DownloadTarget,
                               produce: (_ consume: (UnsafeRawBufferPointer) -> Bool) -> Bool)
         -> Result<(download: DownloadOutcome, errorBody: [UInt8]), TransferError> {
+        HTTPEngine.assertNotOnAnEngineThread()
         let sink: DownloadSink
         do {
             sink = try DownloadSink(target: target)

@@ -18,6 +18,7 @@ import Glibc
 /// Every file a client or the command line names is opened here (stub bodies, HAR files,
 /// auth, token and credential files, the config, cookie files, TLS files, bodies, downloads),
 /// so no thread ever waits on the other end of a FIFO and every read ends within its bound.
+/// None of it runs on an engine thread (asserted in debug builds).
 public enum LocalFile {
     /// What `read` refuses.
     public enum ReadError: Error, Sendable, Equatable {
@@ -49,6 +50,7 @@ public enum LocalFile {
 
     /// Opens a regular file for reading; `followLinks` false also refuses a symbolic link.
     public static func openForReading(_ path: String, followLinks: Bool = true) throws(TransferFileError) -> Int32 {
+        HTTPEngine.assertNotOnAnEngineThread()
         let flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (followLinks ? 0 : O_NOFOLLOW)
         return try checked(open(path, flags), path: path, writing: false)
     }
@@ -56,6 +58,7 @@ public enum LocalFile {
     /// Opens a regular file for writing, creating it (with `mode`) when it is missing, never
     /// through a symbolic link.
     public static func openForWriting(_ path: String, mode: UInt32 = 0o644) throws(TransferFileError) -> Int32 {
+        HTTPEngine.assertNotOnAnEngineThread()
         let flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC
         return try checked(open(path, flags, mode_t(mode)), path: path, writing: true)
     }
@@ -63,6 +66,7 @@ public enum LocalFile {
     /// Creates a new file `<directory>/.<name>.<6 random characters>` (mode 0600, O_EXCL)
     /// that nothing else had: the descriptor and the name.
     public static func createTemporary(in directory: String, for name: String) throws(TransferFileError) -> (Int32, String) {
+        HTTPEngine.assertNotOnAnEngineThread()
         var template = Array("\(directory)/.\(name).XXXXXX".utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         let path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -131,6 +135,7 @@ public enum LocalFile {
     /// The whole of a regular file of at most `limit` bytes (as `read`), or nil when there is
     /// none (ENOENT).
     public static func contents(of path: String, limit: Int) throws(ReadError) -> [UInt8]? {
+        HTTPEngine.assertNotOnAnEngineThread()
         let opened = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
         if opened < 0 && errno == ENOENT { return nil }
         let fd: Int32

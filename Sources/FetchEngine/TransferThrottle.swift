@@ -17,6 +17,7 @@ final class TransferThrottle {
     let send: [BandwidthBucket]
     /// The engine thread's timers, set when the transfer begins there.
     var timers: ThrottleTimers?
+    private let thread = OneThread()
 
     init(id: UInt64, receive: [BandwidthBucket], send: [BandwidthBucket]) {
         self.id = id
@@ -43,6 +44,7 @@ final class TransferThrottle {
     /// Whether a piece of `length` bytes may be received now (then call `received`); when
     /// not, the transfer is unpaused once every bucket has room for it.
     func mayReceive(_ length: Int) -> Bool {
+        assert(thread.isOwner, "a transfer's throttle is its engine thread's")
         var wait: UInt64 = 0
         for bucket in receive { wait = max(wait, bucket.delay(for: length)) }
         guard wait > 0 else { return true }
@@ -57,6 +59,7 @@ final class TransferThrottle {
     /// How many of `capacity` bytes may be read for sending now (then call `sent` with what
     /// was read); 0: pause the transfer, which is unpaused once there is room.
     func sendable(_ capacity: Int) -> Int {
+        assert(thread.isOwner, "a transfer's throttle is its engine thread's")
         var wait: UInt64 = 0
         for bucket in send { wait = max(wait, bucket.delay(for: capacity)) }
         var allowed = capacity
@@ -96,6 +99,7 @@ final class ThrottleTimers {
     /// Transfer id -> when to unpause it (monotonic nanoseconds).
     private var due: [UInt64: UInt64] = [:]
     private let clock: () -> UInt64
+    private let thread = OneThread()
 
     init(clock: @escaping () -> UInt64 = BandwidthBucket.monotonicNanoseconds) {
         self.clock = clock
@@ -105,6 +109,7 @@ final class ThrottleTimers {
 
     /// Unpause transfer `id` in `nanoseconds` (or sooner, when it was due sooner already).
     func resume(_ id: UInt64, after nanoseconds: UInt64) {
+        assert(thread.isOwner, "throttle timers are one engine thread's")
         let at = clock() &+ nanoseconds
         if let earlier = due[id], earlier <= at { return }
         due[id] = at
@@ -117,6 +122,7 @@ final class ThrottleTimers {
 
     /// The transfers due now, no longer listed (one that pauses again is listed again).
     func takeDue() -> [UInt64] {
+        assert(thread.isOwner, "throttle timers are one engine thread's")
         guard !due.isEmpty else { return [] }
         let now = clock()
         let ready = due.filter { $0.value <= now }.map(\.key)

@@ -64,5 +64,10 @@ int fetchd_socket_timeouts(int fd, long milliseconds);
 long long fetchd_clone_or_copy(int in, int out, int *cloned);
 /* Fills buffer with length bytes from the kernel's CSPRNG (getrandom). 0, or -errno. */
 int fetchd_random_bytes(void *buffer, unsigned long length);
+/* Marks the calling thread as an engine thread (each marks itself as it starts), and says
+ * whether the calling thread is one: a thread-local, for the thread rules checked in debug
+ * builds by code that holds no engine. */
+void fetchd_mark_engine_thread(void);
+int fetchd_is_engine_thread(void);
 extern const unsigned int FETCHD_EPOLLIN, FETCHD_EPOLLOUT, FETCHD_EPOLLRDHUP, FETCHD_EPOLLHUP, FETCHD_EPOLLERR;
 #endif

@@ -3,13 +3,15 @@ import FetchEngine
 import FoundationEssentials
 import Glibc
 
-/// A download's `<path>.part`: what is in it, and landing it under its final name.
+/// A download's `<path>.part`: what is in it, and landing it under its final name. File work:
+/// never on an engine thread (asserted in debug builds).
 struct PartFile: Sendable {
     let finalPath: String
     var path: String { finalPath + ".part" }
 
     /// Size in bytes, or nil when there is no part file.
     var size: Int64? {
+        HTTPEngine.assertNotOnAnEngineThread()
         var info = stat()
         // lstat: a link planted under the name is not a part file.
         guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
@@ -18,6 +20,7 @@ struct PartFile: Sendable {
 
     /// The ETag or Last-Modified of the answer the part holds (for If-Range).
     var validator: String? {
+        HTTPEngine.assertNotOnAnEngineThread()
         var buffer = [CChar](repeating: 0, count: 1024)
         let n = fetchd_lgetxattr(path, DownloadTarget.validatorAttribute, &buffer, UInt(buffer.count - 1))
         guard n > 0 else { return nil }
@@ -79,6 +82,7 @@ struct PartFile: Sendable {
     }
 
     func remove() {
+        HTTPEngine.assertNotOnAnEngineThread()
         unlink(path)
     }
 

@@ -370,6 +370,12 @@ struct JobDriver: Sendable {
     /// reply with the one transition that answers).
     private func ended(_ job: Job, _ own: Result<JSONValue, any Error>, _ reply: ReplyingRPCMethod.Reply?) {
         guard let reply else { return }
+        // A job whose attempts are prepared on the blocking threads ends there too: its stages'
+        // `jobEnded` do file work (a download's empty part file is removed), never on an
+        // engine thread, and before the answer goes.
+        if job.spec.preparesOnWorker && services.engine.isEngineThread {
+            return services.blocking.execute { ended(job, own, reply) }
+        }
         // What the job's own request alone is told (a helper's stderr line) stays out of
         // what everyone else sees: getJob, attach, HTTP logs.
         var answer = own

@@ -2,7 +2,8 @@ import FetchEngine
 import JSONRPC
 
 /// `fetch`: the request model plus how to return the body; the body comes back in the
-/// answer (up to `maxBodyBytes`). Started on the thread that read it and, when nothing
+/// answer (up to `maxBodyBytes`). Started on the thread that read it (one that names files
+/// under `--allow-dir`: on the blocking threads, once they are checked) and, when nothing
 /// waits, answered from the engine thread that finished it (see `JobDriver`).
 struct FetchMethod: ReplyingRPCMethod {
     static let name = "fetch"
@@ -28,9 +29,20 @@ struct FetchMethod: ReplyingRPCMethod {
     let wholeBodies = WholeBodyDelivery.byMode()
 
     func start(_ params: JSONValue?, context: RPCContext, reply: @escaping Reply) throws {
-        let params = try Params(params, policy: policy)
+        guard policy.resolvesPaths else {
+            return try driver.start(spec(Params(params, policy: policy)), context: context, reply: reply)
+        }
+        // With --allow-dir, the files it names are checked on the blocking threads (realpath)
+        // before the job is registered.
+        let driver = driver
+        try policy.decodeCheckingPaths(on: driver.services.blocking, { try spec(Params(params, policy: $0)) },
+                                       then: { try driver.start($0, context: context, reply: reply) },
+                                       failed: { reply(.failure($0)) })
+    }
+
+    private func spec(_ params: consuming Params) -> JobSpec {
         let whole = wholeBodies[params.bodyMode] ?? WholeBodyDelivery(mode: params.bodyMode)
-        try driver.start(params.spec(driver.services, whole: whole), context: context, reply: reply)
+        return params.spec(driver.services, whole: whole)
     }
 }
 

@@ -7,8 +7,10 @@ import JSONRPC
 /// to that range (the file already holds the whole answer, or more) starts the same job over
 /// from zero. A failed or cancelled download leaves no empty part file behind.
 ///
-/// Per job (it keeps whether to resume); prepared on the blocking threads (it hashes what
-/// the file holds).
+/// Per job (it keeps whether to resume). Its file work runs on the blocking threads, never
+/// on an engine thread: each attempt is prepared there (it hashes what the file holds), a
+/// 416's file is removed there, by the next step's `prepare`, and a download's job ends
+/// there (`JobSpec.preparesOnWorker`).
 final class PartFileStage: Stage, @unchecked Sendable {
     let part: PartFile
     let durable: Bool
@@ -16,6 +18,8 @@ final class PartFileStage: Stage, @unchecked Sendable {
     // The job's steps only, one at a time (see Stage).
     private var resume: Bool
     private var resumedFrom: Int64 = 0
+    /// A 416 said the file holds the whole answer or more: it goes before the next step.
+    private var startOver = false
 
     init(part: PartFile, resume: Bool, durable: Bool, errorBodyLimit: Int) {
         self.part = part
@@ -25,6 +29,10 @@ final class PartFileStage: Stage, @unchecked Sendable {
     }
 
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
+        if startOver {
+            part.remove()
+            startOver = false
+        }
         var offset: Int64 = 0
         var hash = SHA256()
         if resume, let size = part.size, size > 0, let validator = part.validator {
@@ -42,12 +50,16 @@ final class PartFileStage: Stage, @unchecked Sendable {
 
     func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict {
         guard case .success(let answer) = outcome, answer.status == 416, resumedFrom > 0 else { return .pass }
-        part.remove()
+        // Judged on the engine thread that ended the transfer: the file, possibly the whole
+        // size, is removed by the next step's prepare, on the blocking threads.
+        startOver = true
         resume = false
         return .next
     }
 
     func jobEnded(_ job: Job, _ answer: Result<JSONValue, any Error>) {
+        // A job cancelled between a 416 and the next step: that file holds nothing to resume.
+        if startOver { part.remove() }
         if case .failure = answer { part.removeIfEmpty() }
     }
 }

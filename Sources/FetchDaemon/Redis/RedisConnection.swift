@@ -1,4 +1,5 @@
 import CHiredis
+import FetchEngine
 import Glibc
 
 /// A Redis reply, copied out of hiredis's.
@@ -27,9 +28,11 @@ struct RedisUnavailable: Error, Sendable, CustomStringConvertible {
 }
 
 /// One blocking hiredis connection (`redisContext`), used by one thread only: the link's
-/// command thread or its subscriber thread. Never on the engine thread.
+/// command thread or its subscriber thread (asserted in debug builds). Never on the engine
+/// thread.
 final class RedisConnection {
     private let context: UnsafeMutablePointer<redisContext>
+    private let thread = OneThread()
 
     /// Connects, authenticates and selects the database; `timeout` bounds the connect and,
     /// when `readTimeout` is true, every reply.
@@ -74,6 +77,8 @@ final class RedisConnection {
 
     /// Several commands in one round trip: all are written, then every reply is read.
     func pipeline(_ commands: [[String]]) throws(RedisUnavailable) -> [RedisReply] {
+        HTTPEngine.assertNotOnAnEngineThread()
+        assert(thread.isOwner, "a Redis connection is one thread's")
         for arguments in commands {
             let status = Self.withArgv(arguments) { argc, argv, lengths in
                 redisAppendCommandArgv(context, argc, argv, lengths)

@@ -1,4 +1,5 @@
 import CSQLite
+import FetchEngine
 import Glibc
 
 /// One SQLite database file, used by one owner at a time (the durable-job store, the HTTP
@@ -102,6 +103,7 @@ final class SQLiteDatabase {
 
     /// Runs one or more statements that take no parameters.
     func execute(_ sql: String) throws {
+        HTTPEngine.assertNotOnAnEngineThread()
         var message: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(handle, sql, nil, nil, &message)
         if rc != SQLITE_OK {
@@ -114,6 +116,7 @@ final class SQLiteDatabase {
     /// Runs one statement with parameters; returns the rows (empty for statements that give none).
     @discardableResult
     func query(_ sql: String, _ parameters: [Value] = []) throws -> [[Value]] {
+        HTTPEngine.assertNotOnAnEngineThread()
         var statement: OpaquePointer?
         var rc = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
         guard rc == SQLITE_OK else { throw lastFailure(rc) }
