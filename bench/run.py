@@ -404,8 +404,8 @@ http {{
 
     def start_rpc_floor(self):
         """bench/rpc_floor: the least a daemon of fetchd's design does per fetch, in C. One
-        thread: on this project's 2-core machine it served more than two (probe in the
-        thirteenth session, c=64: 31,158 against 27,404 req/s, 5 rounds)."""
+        thread: on this project's 2-core machine it serves more than two (c=64, 5 rounds:
+        31,158 against 27,404 req/s)."""
         sock = os.path.join(self.tmp, "rpc_floor.sock")
         p = self.stack.start([self.bin["rpc_floor"], sock, "1"], stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 5
@@ -532,7 +532,7 @@ http {{
         return self.dl_curl(where=self.shm)
 
     def mixed(self, n):
-        """Issue 23's fairness row: small GETs at c=1 (their latency distribution) while four
+        """The fairness row: small GETs at c=1 (their latency distribution) while four
         1 GiB downloads run through the same daemon (fsync false, to tmpfs)."""
         import threading
         errors = []
@@ -654,7 +654,7 @@ http {{
         return dict(arrival_stats(self.arrivals_since(offset), rate, streams=procs), n=n // procs * procs, seconds=wall,
                     per_process_limit=per_process_rate)
 
-    # -- a limit shared by several daemons through Redis (issue 21)
+    # -- a limit shared by several daemons through Redis
     def start_redis(self):
         """A throwaway redis-server and REDIS_DAEMONS daemons that count shared limits in it."""
         for attempt in range(5):
@@ -881,7 +881,7 @@ def goals(s):
             mb = i["rss_kib"] / 1024
             add(label, f"{i['cpu_percent']:.1f}% CPU, {mb:.1f} MB RSS", "0% CPU, < 30 MB",
                 i["cpu_percent"] == 0 and mb < 30, f"{i['wakeups_per_s']:.1f} wake-ups/s")
-    # Issue 26: the shared limit delivers its budget and never more than burst + rate x T + 1
+    # The shared limit delivers its budget and never more than burst + rate x T + 1
     # (the 1: arrival times at the server are the starts plus a varying delay).
     for rate in RATE_LIMITS:
         e = s.get(f"rate.fetchd.{rate}")
@@ -999,7 +999,7 @@ def print_table(s, g, meta):
     head = ("scenario", "tool", "median", "min-max", "CPU us/req", "peak RSS MB", "fetchd vs it", "")
     print_rows(head, rows)
     print()
-    print_rows(("goal (issues 23, 26)", "value", "target", "status", "detail"),
+    print_rows(("goal", "value", "target", "status", "detail"),
                [(x["goal"], x["value"], x["target"], "met" if x["met"] else "NOT MET", x["detail"]) for x in g])
 
 

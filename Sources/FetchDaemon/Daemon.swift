@@ -303,9 +303,9 @@ private final class ServerBox: @unchecked Sendable {
 extension Daemon {
     /// The answer thread, when the machine has a core for it beside the small-request threads.
     /// Where it has none (2 cores, 2 such threads: `make bench`'s machine), answers handed to it
-    /// only took turns on the same cores, with a hand-off each: at c=64, 14 alternating rounds
-    /// of 20,000 GETs, answers made where the transfer ended won 10, CPU per request 91 -> 75
-    /// and 76 -> 68 us (performance.md, thirteenth session).
+    /// only take turns on the same cores, with a hand-off each: at c=64, in 14 alternating
+    /// rounds of 20,000 GETs, answers made where the transfer ended won 10, at 75 against 91
+    /// and 68 against 76 us of CPU per request.
     static func answerThread(smallRequestThreads: Int, cork: WriteCork) -> WorkerThreads? {
         guard Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))) > smallRequestThreads else { return nil }
         return WorkerThreads(name: "fetchd-answers", count: 1, burst: { cork.around($0) })

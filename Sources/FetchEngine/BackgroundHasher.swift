@@ -5,12 +5,12 @@ import Synchronization
 /// than `maxPendingBytes` (counted by their capacity: a block written at the end of a short
 /// read holds less) wait, the writer pauses its transfer (`pauseIfBehind`) until the queue is
 /// down to half of that, so memory stays bounded when hashing falls behind (the portable
-/// SHA-256 does about 175 MB/s) and the engine thread never waits for it: it used to wait on
-/// the queue, and a download from a fast server then stalled every other client's requests
-/// (pings on another connection took 400 ms at the median). Hashed blocks are kept for the
-/// writer to fill again (no more are ever made than fit under that bound, plus the one being
-/// filled): a fresh 512 KiB allocation per read, freed on another thread, grew the heap to
-/// 100 MB during a 1 GiB download.
+/// SHA-256 does about 175 MB/s) and the engine thread never waits for it: an engine thread
+/// that waits on the queue stalls every other client's requests while a fast server sends a
+/// download (pings on another connection: 400 ms at the median). Hashed blocks are kept for
+/// the writer to fill again (no more are ever made than fit under that bound, plus the one
+/// being filled): a fresh 512 KiB allocation per read, freed on another thread, grows the
+/// heap to 100 MB during a 1 GiB download.
 final class BackgroundHasher: @unchecked Sendable {
     static let maxPendingBytes = 4 << 20
     let queue: DispatchQueue

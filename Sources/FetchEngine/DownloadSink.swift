@@ -60,8 +60,8 @@ public struct DownloadOutcome: Sendable {
 /// even when the server stalls, and the end of every attempt hands over whatever is left.
 ///
 /// The write is on the queue, not on the engine thread: with four 1 GiB downloads running,
-/// `pwrite` was 46% of the engine thread's time (perf), and every small request waited behind
-/// it. A write that fails is seen by the engine thread at the next block (the transfer stops)
+/// `pwrite` on the engine thread takes 46% of its time (perf), and every small request
+/// would wait behind it. A write that fails is seen by the engine thread at the next block (the transfer stops)
 /// or, for the last blocks, when the engine ends the transfer after its writes (`whenWritten`).
 final class DownloadSink: @unchecked Sendable {
     let target: DownloadTarget
@@ -229,7 +229,7 @@ final class DownloadSink: @unchecked Sendable {
     private func restartFromZero() {
         // Only a file with bytes in it is cut: on ext4, truncating a file to zero marks it to
         // have all its dirty pages flushed when it is closed (auto_da_alloc), and that close
-        // took 0.8 s after a 1 GiB download (the daemon's engine thread stalled for it).
+        // takes 0.8 s after a 1 GiB download, on whichever thread closes the file.
         // On the queue, after any blocks an earlier attempt handed over.
         let fd = fd
         hasher.queue.async {

@@ -19,9 +19,9 @@ final class FairTurns {
     var hasYielded: Bool { !yielded.isEmpty }
 
     /// Set by the loop each time round: one transfer or none on this thread, so there is no
-    /// one to be fair to, and nothing is paused. Pausing a lone download every 256 KiB cost
+    /// one to be fair to, and nothing is paused. Pausing a lone download every 256 KiB costs
     /// libcurl a copy of each held-back piece and the bulk thread a quarter of its CPU (0.83
-    /// -> 0.61 s per GiB, docs/performance.md).
+    /// against 0.61 s per GiB).
     var alone = false
 
     private let thread = OneThread()

@@ -10,11 +10,10 @@ import Synchronization
 /// in memory, each beside its share of the socket server's connections, so a request read on
 /// one runs there with no hop between threads; `bulk` runs the transfers that stream a file,
 /// downloads and uploads from files, so a 1 GiB download's reads never make a small request
-/// wait for its turn: with four downloads on the one thread, small GETs at c=1 had p99
-/// 3.6-4.1 ms; with the downloads on another engine thread, 0.65-0.72 ms
-/// (docs/performance.md). Transfers are handed over from any thread; each thread's
-/// connections, DNS and TLS sessions are reused across the transfers it runs, and all of
-/// them use the same cookie jars.
+/// wait for its turn: with four downloads on the one thread, small GETs at c=1 have a p99 of
+/// 3.6-4.1 ms; with the downloads on another engine thread, 0.65-0.72 ms. Transfers are
+/// handed over from any thread; each thread's connections, DNS and TLS sessions are reused
+/// across the transfers it runs, and all of them use the same cookie jars.
 public final class HTTPEngine: Sendable {
     /// The small-request threads; the first also runs the cookie commands.
     let loops: [EngineLoop]

@@ -3,7 +3,7 @@
 /// headers a reader takes as `HTTPHeader`s; the answer's JSON is written from the bytes
 /// (`withFields`), and `last(named:)` / `contains(named:)` compare bytes. (Two Strings per
 /// header, made in libcurl's header callback for every response, cost about 5k instructions
-/// per small GET, and writing them out again about 4k: callgrind, fourteenth session.)
+/// per small GET, and writing them out again about 4k, callgrind says.)
 public struct ResponseHeaders: Sendable, RandomAccessCollection, ExpressibleByArrayLiteral, Equatable {
     /// Where one header's name and value are in `bytes`.
     public struct Field: Sendable, Equatable {

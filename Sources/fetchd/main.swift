@@ -38,9 +38,9 @@ _ = fetchd_limit_malloc_arenas(2)
 signal(SIGPIPE, SIG_IGN)
 // SIGTERM and SIGINT stop the daemon, SIGHUP reloads --config. Blocked here, before the
 // daemon makes any thread (each inherits the mask), and taken by this thread with sigwait:
-// one that comes while the daemon starts waits as pending. (A libdispatch signal source,
-// used before, registers itself asynchronously, and a SIGTERM in that gap was lost: 1 in
-// about 160 start/ping/stop cycles hung.)
+// one that comes while the daemon starts waits as pending. (A libdispatch signal source
+// registers itself asynchronously, and a SIGTERM in that gap is lost: with one, 1 in about
+// 160 start/ping/stop cycles hangs.)
 _ = fetchd_block_daemon_signals()
 
 let daemon: Daemon

@@ -53,7 +53,7 @@ final class HostSchedulerTests: XCTestCase {
         XCTAssertEqual(times.last!, 38 * 0.2, accuracy: 1e-9, "then one every 0.2 s")
     }
 
-    // MARK: a timer that fires late (issue 26)
+    // MARK: a timer that fires late
 
     /// Drives the scheduler as `HostAdmission` does (expire, admit, then sleep until
     /// `nextWakeup`), with a timer that fires a random 0...`maxLate` s after the time asked

@@ -25,9 +25,8 @@ static _Noreturn void unreachable(const char *sock, const char *why) {
 }
 
 /* Nothing may be sent to a listener of another user (a socket path can be taken first, and a
- * request carries its Authorization header). Before connecting, the path itself is checked
- * (the same rule the shell client applied, so nothing is even connected to on a path
- * another user could have changed):
+ * request carries its Authorization header). Before connecting, the path itself is checked,
+ * so nothing is even connected to on a path another user could have changed:
  *   - the socket file is owned by this user or root: bind() gives a socket file the uid of
  *     the process that bound it, and only root can chown it, so the listener runs as that uid;
  *   - every directory from / down to it is owned by this user or root, and not writable by

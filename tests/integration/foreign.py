@@ -1,4 +1,4 @@
-"""Other users, for the socket-ownership tests (issue 25, item 6): a listener run as another
+"""Other users, for the socket-ownership tests : a listener run as another
 uid that records what reaches it, a spare uid whose /tmp/fetchd-<uid> is free, and running a
 command as a given uid. Needs root (the tests skip without it).
 

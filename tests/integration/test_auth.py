@@ -1,4 +1,4 @@
-"""Credentials (issue 16): setAuth/getAuth rules per host pattern, bearer (token, tokenFile
+"""Credentials: setAuth/getAuth rules per host pattern, bearer (token, tokenFile
 read at each use), basic, OAuth 2 client credentials with one token request for many
 concurrent requests, expiry and refresh, the 401 -> new credential -> one more attempt, the
 second 401 as the answer, auth: false, no credential on a redirect to another host, -32001

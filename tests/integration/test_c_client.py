@@ -94,7 +94,7 @@ class TestCClient(unittest.TestCase):
                               os.path.join(self.daemon.tmpdir, "none.sock")], timeout=30)
         self.assertEqual(r.returncode, 3)
 
-    #: Built from a directory of its own with only pkg-config's flags (issue 24): fetch with a
+    #: Built from a directory of its own with only pkg-config's flags: fetch with a
     #: per-call progress callback, then upload a file; prints "ok STATUS EVENTS PARTS".
     INSTALLED_PROGRAM = r"""
 #include <stdio.h>

@@ -1,4 +1,4 @@
-"""The HTTP cache (issue 20, docs/cache.md): RFC 9111 as a private cache for every client of
+"""The HTTP cache (docs/cache.md): RFC 9111 as a private cache for every client of
 the daemon, the request's `cache` modes (WHATWG fetch), collapsing of identical GETs, storage
 under --cache-dir (restart, eviction, crash safety), getCacheStats and purgeCache.
 
@@ -856,7 +856,7 @@ class TestDefaultDirectory(unittest.TestCase):
 
 
 class TestCacheMetrics(CacheCase):
-    """getMetrics carries the cache's counts (issue 22: "cache counters as those land")."""
+    """getMetrics carries the cache's counts."""
 
     def test_hits_and_misses_in_the_metrics(self):
         import re

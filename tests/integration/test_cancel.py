@@ -1,4 +1,4 @@
-"""cancel from any connection, disconnects, listJobs, shutdown (issue 3): every request gets
+"""cancel from any connection, disconnects, listJobs, shutdown: every request gets
 exactly one answer, also when a cancel races the completion."""
 import json
 import os

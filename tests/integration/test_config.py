@@ -1,4 +1,4 @@
-"""--config FILE (issue 22): one JSON file with the command line's settings and the daemon's
+"""--config FILE: one JSON file with the command line's settings and the daemon's
 setup, unknown keys refused with their path, SIGHUP reloads it without dropping jobs; and
 the one table of settings, from which --help and docs/operations.md agree."""
 import json

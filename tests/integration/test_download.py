@@ -1,4 +1,4 @@
-"""download (issue 6): streamed to <path>.part, landed at path only when complete and verified,
+"""download: streamed to <path>.part, landed at path only when complete and verified,
 resumed with Range + If-Range, and never a broken file at path.
 
 Servers: nginx (static files, native ETag + Range) and the test server's /ranged/<n> (ETag,

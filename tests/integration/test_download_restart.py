@@ -1,4 +1,4 @@
-"""download's restart after a 416 (issue 15): a part file that already holds the whole file
+"""download's restart after a 416: a part file that already holds the whole file
 (or more) makes the resume ask for `Range: bytes=<size>-`, the server answers 416, and the
 download starts over from zero. That restart stays the same job: one id, one answer, not
 counted as a failure, one HAR file, and cancellable throughout.

@@ -1,4 +1,4 @@
-"""Durable jobs (issue 19): getJob for live and ended jobs, attach from other connections,
+"""Durable jobs: getJob for live and ended jobs, attach from other connections,
 and --state-dir with `durable: true` surviving a kill -9 of the daemon."""
 import hashlib
 import json

@@ -1,4 +1,4 @@
-"""Several small-request engine threads (--engine-threads, issue 23): each serves its share of
+"""Several small-request engine threads (--engine-threads): each serves its share of
 the socket's connections with its own multi handle, and every client still sees one daemon:
 one cookie store, cancel and getJob from any connection, every request answered once."""
 import os

@@ -1,4 +1,4 @@
-"""clients/fetchctl, the bash client, against the real daemon (issues 2 and 3):
+"""clients/fetchctl (C, on libfetchd) against the real daemon:
 byte-exact bodies, curl-style options reaching the server as sent, exit codes, Ctrl-C cancel."""
 import hashlib
 import json
@@ -269,9 +269,9 @@ class TestFetchctlSocketPath(FetchctlCase):
 
 @unittest.skipUnless(IS_ROOT, "needs root to run listeners and fetchctl as other uids")
 class TestFetchctlSocketOwner(unittest.TestCase):
-    """fetchctl sends nothing to a socket of another user (issue 25, item 6). socat cannot read
-    SO_PEERCRED, so fetchctl checks the path: the socket and every directory on it must be
-    this user's or root's, and no directory writable by others unless it is sticky."""
+    """fetchctl sends nothing to a socket of another user. Before it connects, it checks the
+    path: the socket and every directory on it must be this user's or root's, and no directory
+    writable by others unless it is sticky; after, libfetchd checks the peer (SO_PEERCRED)."""
 
     SECRET = ["fetch", "http://127.0.0.1:1/", "-H", "Authorization: Bearer secret-token"]
 
@@ -442,7 +442,7 @@ class TestFetchctlDownloadUpload(FetchctlCase):
 
 
 class TestFetchctlAsCurl(FetchctlCase):
-    """Issue 18: the same command line through curl and through `fetchctl fetch`, against
+    """The same command line through curl and through `fetchctl fetch`, against
     the same local server: the same exit status and the same output."""
 
     def both(self, *args, timeout=30, cwd=None):
@@ -667,7 +667,7 @@ class TestFetchctlAsCurl(FetchctlCase):
 
 
 class TestFetchctlCurlTable(FetchctlCase):
-    """Issue 18's table: each curl flag fetchctl takes, run through real curl and through
+    """A table of curl's flags: each one fetchctl takes, run through real curl and through
     `fetchctl fetch` against the same local server, comparing the exit status, what was
     printed (stdout; stderr only as quiet or not), what the server received (the echo
     endpoint's view of the request) and the files written. {t} is the test server, {n}

@@ -1,4 +1,4 @@
-"""fetchctl limit / limits (issue 4): setRateLimit and getRateLimits from the shell client."""
+"""fetchctl limit / limits: setRateLimit and getRateLimits from the shell client."""
 import json
 import os
 import subprocess

@@ -1,5 +1,5 @@
 """A plain GET's easy handle goes back to the engine's pool with its options set, and the next
-transfer on that engine takes it without curl_easy_reset (issue 23): each transfer must still
+transfer on that engine takes it without curl_easy_reset: each transfer must still
 get exactly its own URL, timeouts, redirect rule, cookies, progress and body decoding, never
 its predecessor's. One engine thread and one connection, so every request below reuses the
 same handle and the same keep-alive connection to the test server."""

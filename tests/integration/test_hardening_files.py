@@ -1,4 +1,4 @@
-"""Hardening (issue 25, items 1, 2 and 5): files a client names are never written through a
+"""Hardening: files a client names are never written through a
 symbolic link or a second hard link, never held open on a FIFO, and a resumable upload whose
 chunk fails is never reported as a success. Each case is a reproduction from the probe of the
 release daemon, run against the real fetchd, nginx and the test server."""

@@ -1,4 +1,4 @@
-"""Hostile input from issue 25 (items 4, 10, 11, 13), each reproduction against the real daemon:
+"""Hostile input, each reproduction against the real daemon:
 nothing a client gives may end a header line or start another request (the test server must
 record nothing smuggled), a NUL never truncates a path (no file is written), ids come back
 exactly as sent whatever else the message holds, and requests or answers beyond libcurl's

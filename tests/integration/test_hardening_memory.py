@@ -1,4 +1,4 @@
-"""Hardening (issue 25, item 7): memory stays bounded whatever a client does.
+"""Hardening: memory stays bounded whatever a client does.
 
 Reproductions from the probe of the release daemon: 20 fetches of 20 MB sent in one write and
 never read took the daemon to 1.07 GB; 10 connections each holding a 15 MiB partial line cost

@@ -1,4 +1,4 @@
-"""listJobs shows each job's kind and the state machine's phase (issue 15, item 7), while the
+"""listJobs shows each job's kind and the state machine's phase, while the
 version 1 `state` keeps its three values. Real fetchd, the test server."""
 import os
 import unittest

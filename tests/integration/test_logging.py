@@ -1,4 +1,4 @@
-"""HTTP logs (issue 7): setLogging/getLogging, one HAR 1.2 file per finished job (succeeded,
+"""HTTP logs: setLogging/getLogging, one HAR 1.2 file per finished job (succeeded,
 failed or cancelled) with one entry per attempt and per redirect hop, secrets redacted
 everywhere in the log directory, --log-dir as the default directory, fetchctl logging.
 

@@ -1,4 +1,4 @@
-"""getMetrics and --metrics-listen (issue 22): counts of real requests to real servers, in
+"""getMetrics and --metrics-listen: counts of real requests to real servers, in
 Prometheus' text format and as JSON, and a real HTTP GET of /metrics."""
 import json
 import os

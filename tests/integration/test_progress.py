@@ -1,4 +1,4 @@
-"""progress notifications (issue 3, protocol.md): only with "progress": true, only to the
+"""progress notifications (protocol.md): only with "progress": true, only to the
 requesting connection, monotonic, at most one per 100 ms per job, always a last one at the
 total; a client that reads slowly still gets every answer and does not hold up other clients."""
 import base64

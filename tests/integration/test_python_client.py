@@ -447,7 +447,7 @@ class TestNewerMethods(ClientTestCase):
 @unittest.skipUnless(IS_ROOT, "needs root to run listeners and clients as other uids")
 class TestPeerUid(unittest.TestCase):
     """The client reads the listener's uid (SO_PEERCRED) before sending anything: it must be
-    the client's own or root's (issue 25, item 6)."""
+    the client's own or root's."""
 
     #: Run as another uid: connect by the default rules (or argv[1]), ping, print the outcome.
     PROBE = (

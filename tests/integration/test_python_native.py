@@ -1,4 +1,4 @@
-"""The Python client's requests/httpx-style API (issue 24) against the real daemon: Response,
+"""The Python client's requests/httpx-style API against the real daemon: Response,
 get/post/..., params/data/json/files/auth/timeout, Session defaults, the exception classes,
 download with progress, threads, and AsyncClient (concurrent awaits, progress, cancellation)."""
 import asyncio

@@ -1,4 +1,4 @@
-"""Shared per-host limits (issue 4): one rate, one concurrency cap, one queue and one Retry-After
+"""Shared per-host limits: one rate, one concurrency cap, one queue and one Retry-After
 pause per host for every client process of the daemon.
 
 Timing is read at the test server (/record/<key> keeps each request's arrival on the system-wide

@@ -1,4 +1,4 @@
-"""Issue 18: the request model's TLS, routing and protocol fields (insecure, caFile,
+"""The request model's TLS, routing and protocol fields (insecure, caFile,
 httpVersion, range, resolve, unixSocket) and the result's timings and remoteAddress, against
 nginx (TLS with a test CA), the test server, and an HTTP server on a Unix socket."""
 import contextlib

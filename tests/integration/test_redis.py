@@ -1,4 +1,4 @@
-"""Limits shared across daemons through Redis (issue 21): several fetchd processes, each on its
+"""Limits shared across daemons through Redis: several fetchd processes, each on its
 own socket, use one real redis-server that this module starts on a temporary port, and the test
 server's arrival log (/record/<key>, on the system-wide monotonic clock) shows what the origin
 saw from all of them together.

@@ -1,4 +1,4 @@
-"""Retry with exponential backoff and Retry-After (issue 3), against the scriptable test server.
+"""Retry with exponential backoff and Retry-After, against the scriptable test server.
 
 Waits are kept short with Retry-After 0 or a small retry.maxInterval; where a test needs to tell
 a honoured Retry-After from the 1-2 s random first backoff it measures the gap between the
@@ -335,7 +335,7 @@ if __name__ == "__main__":
 
 
 class TestMaxTime(RetryCase):
-    """Issue 18: `maxTime` limits the whole job, every attempt and retry wait included."""
+    """`maxTime` limits the whole job, every attempt and retry wait included."""
 
     def call_error(self, params, timeout=30):
         t0 = time.monotonic()

@@ -1,4 +1,4 @@
-"""Issue 25, items 3, 8, 9 and 12, against the real daemon:
+"""Hardening, against the real daemon:
 
 - at the open-file limit the daemon neither spins on accept() nor floods its log, and serves
   again once descriptors are free; the soft limit is raised to the hard one at start;

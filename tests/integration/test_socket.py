@@ -307,7 +307,7 @@ class TestFallbackDirectory(unittest.TestCase):
         self.refused(f"owned by uid {NOBODY}, not by uid {self.uid}")
 
     def test_taken_by_another_user_with_a_listener(self):
-        # The reproduction of issue 25: another user made the path first and listens on it.
+        # Another user made the path first and listens on it.
         with taken_fallback(self.uid) as fake:
             self.refused(f"owned by uid {NOBODY}")
         self.assertEqual(fake.received, {"accepted": 0, "bytes": 0})

@@ -1,4 +1,4 @@
-"""Stubs (issue 17): canned answers from named stub sets, in place of the network, that still
+"""Stubs: canned answers from named stub sets, in place of the network, that still
 pass through the host's limits, retries, a download's part file and progress. Every URL a stub
 answers is one of the test server's recording routes (/record/<key>, /flaky/<key>): its
 /hits/<key> proves that a stubbed or missed request never reached it."""

@@ -1,4 +1,4 @@
-"""subscribe / unsubscribe and jobEvent (issue 22): every job of every client, naming the
+"""subscribe / unsubscribe and jobEvent: every job of every client, naming the
 client process, and bounded for a subscriber that does not read."""
 import json
 import socket

@@ -1,4 +1,4 @@
-"""systemd (issue 22): socket activation through Debian's systemd-socket-activate, and the
+"""systemd: socket activation through Debian's systemd-socket-activate, and the
 notification protocol with a datagram socket standing in for NOTIFY_SOCKET."""
 import os
 import shutil

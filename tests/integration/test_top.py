@@ -1,4 +1,4 @@
-"""fetchctl top (issue 22) under tmux with a fixed terminal size: the live view shows a job
+"""fetchctl top under tmux with a fixed terminal size: the live view shows a job
 another client process sent (with that process' pid and command), its host, and exits
 cleanly on q and on Ctrl-C, leaving the terminal's normal screen."""
 import os

@@ -1,4 +1,4 @@
-"""upload (issue 6): multipart/form-data streamed from disk and parsed by the real test server;
+"""upload: multipart/form-data streamed from disk and parsed by the real test server;
 strict about unreadable files (nothing is sent) unless skipUnreadable; bodyFile for fetch; and
 Google's resumable upload protocol against the test server's /resumable/... implementation."""
 import base64

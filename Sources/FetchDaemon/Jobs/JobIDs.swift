@@ -3,8 +3,8 @@ import FetchEngine
 
 /// The ids the daemon gives jobs: `job-` and 16 hex digits, 64 bits from the kernel's CSPRNG
 /// (getrandom). Any client may cancel, attach to or look at a job by its id, so an id must
-/// not be guessable from another (the numbers `job-1`, `job-2` ... were). Drawn 32 ids at
-/// a time, so a job costs no system call of its own.
+/// not be guessable from another (as counted ids, `job-1`, `job-2` ..., would be). Drawn 32
+/// ids at a time, so a job costs no system call of its own.
 final class JobIDs: Sendable {
     private static let idsPerDraw = 32
     private let pool = Locked<(bytes: [UInt8], next: Int)>(([], 0))

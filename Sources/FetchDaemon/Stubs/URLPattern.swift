@@ -7,7 +7,7 @@ import Glibc
 /// addStub, into an automaton of at most `maxStates` states (Thompson's construction); a URL
 /// is matched in one pass over its bytes that keeps the set of states the automaton may be in
 /// (as RE2 and Go's regexp do): at most `states` steps per byte, no backtracking, and no
-/// memory beyond two lists of `states` entries. glibc's regexec, used before, backtracks
+/// memory beyond two lists of `states` entries. glibc's regexec, by comparison, backtracks
 /// for back-references (`(a*)*\1b` took 13 s to miss on a URL of 170 `a`s), starts its
 /// search again at every position (`[a-z]+/items` on 64 KiB of `a`s: 8.6 s), and keeps every
 /// automaton state it builds for as long as the pattern lives (174 MB after five 4 KiB

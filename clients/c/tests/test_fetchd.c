@@ -497,7 +497,7 @@ static void test_get_job_and_attach(fetchd_client *c) {
     free(u);
 }
 
-/* ---- per-call progress callbacks (issue 24) ---- */
+/* ---- per-call progress callbacks ---- */
 struct call_log {
     pthread_t caller;
     int count, other_thread, wrong_job, stop_after;
