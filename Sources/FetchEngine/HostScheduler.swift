@@ -54,6 +54,13 @@ public struct HostScheduler: Sendable {
             return part
         }
 
+        /// What a request of `cost` takes of the rate: its cost, at most the burst (a request
+        /// that asks for more waits for a full bucket; the daemon refuses such a cost when the
+        /// request comes, but a burst lowered later must not hold it forever).
+        public func weight(_ cost: Double) -> Double {
+            min(max(cost, 0), Double(burst))
+        }
+
         /// How late a start may come and still count from its due time rather than from
         /// when it happened: half an interval, at most `maxSlack`; 0 without a rate.
         public var slack: Double {
@@ -70,10 +77,14 @@ public struct HostScheduler: Sendable {
         public let id: UInt64
         public let host: HostKey
         public let priority: Int
-        public init(id: UInt64, host: HostKey, priority: Int) {
+        /// How many units of the host's `requestsPerSecond` the request takes (`cost`; 1 for
+        /// most): tokens, say, for an API that limits tokens per second.
+        public let cost: Double
+        public init(id: UInt64, host: HostKey, priority: Int, cost: Double = 1) {
             self.id = id
             self.host = host
             self.priority = priority
+            self.cost = cost
         }
     }
 
@@ -110,14 +121,15 @@ public struct HostScheduler: Sendable {
         /// Counts a start against the host's concurrency and its rate. A start at most the
         /// slack after `tat` (a timer that fired late) counts from `tat`, so the lateness
         /// does not push the rest of the schedule back; a later one (after an idle gap)
-        /// counts from `now`, as GCRA does. Either way `tat` grows by at least one interval
-        /// per start and never lags `now` by more than the slack: that keeps the window bound.
-        fileprivate mutating func start(now: Double, limit: Limit) {
+        /// counts from `now`, as GCRA does. Either way `tat` grows by at least `cost`
+        /// intervals per start and never lags `now` by more than the slack: that keeps the
+        /// window bound (in units of cost).
+        fileprivate mutating func start(now: Double, limit: Limit, cost: Double = 1) {
             running += 1
             if server != nil { countServerStart(now: now) }
             if let rps = limit.requestsPerSecond, rps > 0 {
                 let from = now <= theoreticalArrival + limit.slack ? theoreticalArrival : now
-                theoreticalArrival = from + 1 / rps
+                theoreticalArrival = from + limit.weight(cost) / rps
             }
         }
 
@@ -204,12 +216,13 @@ public struct HostScheduler: Sendable {
         let limit = self.limit(for: ticket.host)
         // One lookup: the host's place in the table, then changed in place.
         if let index = hosts.index(forKey: ticket.host) {
-            guard hosts.values[index].waiting.isEmpty, canStart(hosts.values[index], limit: limit, now: now) else { return false }
-            hosts.values[index].start(now: now, limit: limit)
+            guard hosts.values[index].waiting.isEmpty, canStart(hosts.values[index], limit: limit, now: now, cost: ticket.cost)
+            else { return false }
+            hosts.values[index].start(now: now, limit: limit, cost: ticket.cost)
         } else {
             guard limit.maxConcurrent != 0 else { return false }
             var state = HostState()
-            state.start(now: now, limit: limit)
+            state.start(now: now, limit: limit, cost: ticket.cost)
             hosts[ticket.host] = state
         }
         return true
@@ -234,10 +247,10 @@ public struct HostScheduler: Sendable {
             guard var state = hosts.removeValue(forKey: host) else { continue }
             let limit = self.limit(for: host)
             var count = 0
-            while count < state.waiting.count, canStart(state, limit: limit, now: now) {
+            while count < state.waiting.count, canStart(state, limit: limit, now: now, cost: state.waiting[count].cost) {
                 started.append(state.waiting[count])
+                state.start(now: now, limit: limit, cost: state.waiting[count].cost)
                 count += 1
-                state.start(now: now, limit: limit)
             }
             if count > 0 {
                 state.waiting.removeFirst(count)
@@ -320,22 +333,23 @@ public struct HostScheduler: Sendable {
             if state.server?.awaitsAnswer == true { continue }  // woken by an answer or an end
             var at = now
             if let paused = state.pausedUntil, paused > now { at = max(at, paused) }
-            if let rps = limit.requestsPerSecond, rps > 0 {
-                at = max(at, state.theoreticalArrival - Double(limit.burst - 1) / rps)
+            if let rps = limit.requestsPerSecond, rps > 0, let first = state.waiting.first {
+                at = max(at, state.theoreticalArrival - (Double(limit.burst) - limit.weight(first.cost)) / rps)
             }
             earliest = min(earliest ?? at, at)
         }
         return earliest
     }
 
-    private func canStart(_ state: HostState, limit: Limit, now: Double) -> Bool {
+    private func canStart(_ state: HostState, limit: Limit, now: Double, cost: Double) -> Bool {
         if let cap = state.concurrencyNow(limit), state.running >= cap { return false }
         if let server = state.server, server.awaitsAnswer { return false }
         if let paused = state.pausedUntil, paused > now { return false }
         if let rps = limit.requestsPerSecond, rps > 0 {
-            // GCRA: conforming while the bucket has room for one more of the burst. A tiny
-            // tolerance keeps floating-point rounding from delaying an exact start.
-            return now + 1e-9 >= state.theoreticalArrival - Double(limit.burst - 1) / rps
+            // GCRA: conforming while the bucket has room for the request's cost (one more of
+            // the burst, for most). A tiny tolerance keeps floating-point rounding from
+            // delaying an exact start.
+            return now + 1e-9 >= state.theoreticalArrival - (Double(limit.burst) - limit.weight(cost)) / rps
         }
         return true
     }

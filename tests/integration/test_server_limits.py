@@ -8,6 +8,9 @@ Everything is measured at the origin: the test server's /budget, /overload, /rec
 monotonic clock. Client processes run test_rate_limits.CLIENT (a standalone JSON-RPC client
 on its own connection)."""
 import json
+import os
+import shutil
+import tempfile
 import time
 import unittest
 import urllib.request
@@ -46,9 +49,11 @@ class ServerLimitCase(LimitCase):
         return self.c.call("setRateLimit", dict({"host": "127.0.0.1"}, **fields))
 
     def all_ok(self, procs, count, timeout=60):
+        """Every client process got `count` answers (None: any number), each a 200."""
         for p in procs:
             answers = client_answers(p, timeout=timeout)
-            self.assertEqual(len(answers), count)
+            if count is not None:
+                self.assertEqual(len(answers), count)
             for a in answers:
                 self.assertEqual(a["answer"].get("result", {}).get("status"), 200, json.dumps(a)[:400])
 
@@ -183,6 +188,67 @@ class TestAdaptive(ServerLimitCase):
         self.assertIsNone(self.limit(adaptive=False, maxConcurrent=None)["maxConcurrent"])
 
 
+def record_url(name):
+    return f"{servers().test_url}/record/{name}"
+
+
+class TestCost(ServerLimitCase):
+    def test_a_cost_takes_that_many_units_of_the_rate(self):
+        # 10 units a second with a bucket of 10; requests of cost 5 from two connections: two at
+        # once, then one every 0.5 s at the origin.
+        self.limit(requestsPerSecond=10, burst=10, maxConcurrent=None)
+        name = key("cost")
+        req = {"url": record_url(name), "cost": 5}
+        self.all_ok(self.clients([req] * 6, [req] * 6), 6)
+        times = hits(name)["times"]
+        self.assertEqual(len(times), 12)
+        for window in (0.5, 1.0, 2.0):
+            bound = (10 + 10 * window) / 5
+            self.assertLessEqual(max_in_window(times, window), bound, f"{window} s window")
+        times = sorted(times)
+        rate = (len(times) - 3) / (times[-1] - times[2])  # after the burst of two
+        self.assertAlmostEqual(rate, 2.0, delta=0.1, msg=f"{rate:.3f} requests/s of cost 5 at 10/s")
+
+    def test_costs_mix_with_requests_of_one(self):
+        self.limit(requestsPerSecond=20, burst=4, maxConcurrent=None)
+        name = key("mixed")
+        heavy = {"url": record_url(name), "cost": 4}
+        light = {"url": record_url(name)}
+        self.all_ok(self.clients([heavy] * 5, [light] * 20), None)
+        times = hits(name)["times"]
+        self.assertEqual(len(times), 25)
+        # 5 x 4 + 20 x 1 = 40 units at 20/s after a burst of 4: about 1.8 s.
+        span = max(times) - min(times)
+        self.assertGreater(span, 1.6)
+        self.assertLess(span, 2.3)
+
+    def test_cost_above_the_burst_and_bad_costs(self):
+        self.limit(requestsPerSecond=10, burst=10)
+        name = key("refused")
+        for cost in (10.5, 11, 1000):
+            with self.assertRaises(RPCError) as cm:
+                self.c.call("fetch", {"url": record_url(name), "cost": cost})
+            self.assertEqual((cm.exception.code, cm.exception.data.get("field")), (-32602, "cost"), cost)
+            self.assertIn("burst", cm.exception.data.get("detail", ""))
+        target = os.path.join(tempfile.mkdtemp(prefix="fetchd-cost-"), "never.bin")
+        self.addCleanup(shutil.rmtree, os.path.dirname(target), True)
+        for method, extra in (("download", {"path": target}), ("upload", {"fields": {"a": "b"}})):
+            with self.assertRaises(RPCError) as cm:
+                self.c.call(method, dict({"url": record_url(name), "cost": 11}, **extra))
+            self.assertEqual(cm.exception.data.get("field"), "cost", method)
+        self.assertFalse(os.path.exists(target), "no file for a request refused")
+        for bad in (0, -1, "5", True, 1e7):
+            with self.assertRaises(RPCError) as cm:
+                self.c.call("fetch", {"url": record_url(name), "cost": bad})
+            self.assertEqual((cm.exception.code, cm.exception.data.get("field")), (-32602, "cost"), bad)
+        self.assertEqual(hits(name)["count"], 0, "none was sent")
+        self.assertEqual(self.c.call("fetch", {"url": record_url(name), "cost": 10})["status"], 200, "the whole burst")
+        self.assertEqual(self.c.call("fetch", {"url": record_url(name), "cost": 0.25})["status"], 200)
+        # A host without a rate: a cost means nothing, whatever its size.
+        self.limit(requestsPerSecond=None)
+        self.assertEqual(self.c.call("fetch", {"url": record_url(name), "cost": 500})["status"], 200)
+
+
 class TestFollowServerShared(RedisCase):
     def test_two_daemons_pause_together(self):
         self.start_daemons(2)
@@ -196,6 +262,25 @@ class TestFollowServerShared(RedisCase):
         self.assertEqual(log["count"], 10)
         self.assertEqual(log["refused"], 0, f"one daemon's answer paused the other: {per_window(log)}")
         self.assertLessEqual(max(n for n, _ in per_window(log).values()), 3)
+
+    def test_cost_counts_the_same_in_redis(self):
+        # Two daemons share 10 units a second (bucket 10); requests of cost 4: 2.5 a second in all.
+        self.start_daemons(2)
+        self.share({"requestsPerSecond": 10, "burst": 10, "maxConcurrent": None})
+        name = key("sharedcost")
+        for p in self.clients([[{"url": record_url(name), "cost": 4}] * 6] * 2):
+            self.assertEqual(len(client_answers(p, timeout=60)), 6)
+        times = hits(name)["times"]
+        self.assertEqual(len(times), 12)
+        for window in (1.0, 2.0):
+            self.assertLessEqual(max_in_window(times, window) * 4, 10 + 10 * window, f"{window} s window")
+        times = sorted(times)
+        rate = (len(times) - 3) / (times[-1] - times[2])  # after the burst of two
+        self.assertAlmostEqual(rate, 2.5, delta=0.15, msg=f"{rate:.3f} requests/s of cost 4 at 10/s")
+        with self.daemons[0].client() as c:
+            with self.assertRaises(RPCError) as cm:
+                c.call("fetch", {"url": record_url(name), "cost": 12})
+            self.assertEqual(cm.exception.data.get("field"), "cost")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 import FetchEngine
 import FoundationEssentials
+import JSONRPC
 
 /// Every host's limits, shared by every client: an attempt starts at once when its host has
 /// room, else it is held in the host's queue (by priority, then first come) until the limits
@@ -31,6 +32,7 @@ final class HostLimitStage: Stage {
 
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         let ticket = Self.ticket(attempt, job)
+        if ticket.cost != 1 { try Self.check(cost: ticket.cost, admission.limit(for: ticket.host)) }
         // An earlier attempt's wait is not this one's (a slot is made only for a wait).
         if job.state(of: self).queuedMs != 0 { job.withState(of: self) { $0.queuedMs = 0 } }
         if let shared, case let limit = admission.limit(for: ticket.host), limit.shared {
@@ -101,6 +103,15 @@ final class HostLimitStage: Stage {
     }
 
     static func ticket(_ attempt: Attempt, _ job: Job) -> HostScheduler.Ticket {
-        HostScheduler.Ticket(id: job.transferID, host: job.host(of: attempt), priority: job.spec.model.priority)
+        // Most requests give no routing field, and so no cost.
+        let cost = job.spec.model.hasRouting ? job.spec.model.routing.cost ?? 1 : 1
+        return HostScheduler.Ticket(id: job.transferID, host: job.host(of: attempt), priority: job.spec.model.priority, cost: cost)
+    }
+
+    /// A request whose `cost` is more than its host's burst could never start: -32602.
+    static func check(cost: Double, _ limit: HostScheduler.Limit) throws(RPCError) {
+        guard let rps = limit.requestsPerSecond, rps > 0, cost > Double(limit.burst) else { return }
+        let text = cost == cost.rounded() && cost < 1e15 ? String(Int(cost)) : String(cost)
+        throw RPCError.invalidParams(field: "cost", "\(text) is more than the host's burst (\(limit.burst)): it could never start")
     }
 }

@@ -205,7 +205,7 @@ final class SharedAdmission: Sendable {
         let askedAt = now
         link.eval(SharedLimitScripts.admit, keys: [keys.tat, keys.leases, keys.pause],
                   arguments: [String(limit.requestsPerSecond ?? 0), String(limit.burst), String(limit.maxConcurrent ?? 0),
-                              String(Int(SharedLimitQueue.leaseSeconds * 1e6)), lease]) { [self] result in
+                              String(Int(SharedLimitQueue.leaseSeconds * 1e6)), lease, String(ticket.cost)]) { [self] result in
             let host = ticket.host
             let actions = state.withLock { s -> [SharedLimitQueue.Action] in
                 let now = self.now

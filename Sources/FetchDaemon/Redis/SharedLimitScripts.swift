@@ -26,10 +26,12 @@ enum SharedLimitScripts {
         """
 
     /// KEYS: tat, leases, pause. ARGV: rps (0: none), burst, maxConcurrent (0: none), lease
-    /// µs, lease id. Answers {1, delay µs} (the request may start after the delay: its place
-    /// is taken now), {0, "paused", µs left} or {0, "full", µs until the earliest lease expires}.
-    /// The GCRA is the local scheduler's (docs/rate-limits.md): a start at most the slack
-    /// after `tat` counts from `tat`.
+    /// µs, lease id, cost (units of the rate the request takes; 1 when left out). Answers
+    /// {1, delay µs} (the request may start after the delay: its place is taken now),
+    /// {0, "paused", µs left} or {0, "full", µs until the earliest lease expires}. The GCRA is
+    /// the local scheduler's (docs/rate-limits.md), weighted: a request of cost c conforms
+    /// once the bucket holds c, and takes c intervals; a start at most the slack after `tat`
+    /// counts from `tat`.
     static let admit = RedisScript(name: "admit", source: clock + """
         local rps, burst, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
         local lease_us = tonumber(ARGV[4])
@@ -48,11 +50,12 @@ enum SharedLimitScripts {
           local slack = math.min(interval / 2, 2000)
           local tat = tonumber(redis.call('GET', KEYS[1]) or '-1')
           if tat < 0 then tat = now - 1000000000 end
-          local start = math.max(now, tat - (burst - 1) * interval)
+          local cost = math.min(math.max(tonumber(ARGV[6] or '1') or 1, 0), burst)
+          local start = math.max(now, tat - (burst - cost) * interval)
           delay = start - now
           local from = start
           if start <= tat + slack then from = tat end
-          local new = from + interval
+          local new = from + cost * interval
           redis.call('SET', KEYS[1], string.format('%.0f', new), 'PX', math.ceil((new - now) / 1000) + 1000)
         end
         if cap > 0 then

@@ -2,7 +2,9 @@ import FetchEngine
 import JSONRPC
 
 /// The request model's TLS, routing and protocol fields (protocol version 2): `insecure`,
-/// `caFile`, `certFile`/`keyFile`, `httpVersion`, `range`, `resolve`, `unixSocket`. Each is checked here, so a bad
+/// `caFile`, `certFile`/`keyFile`, `httpVersion`, `range`, `resolve`, `unixSocket`; the
+/// bandwidth caps and the request's `cost` against its host's rate (version 3), which most
+/// requests leave at their defaults too. Each is checked here, so a bad
 /// value is -32602 naming its field before anything is sent.
 struct RequestRouting: Sendable, Equatable {
     var insecure = false
@@ -19,6 +21,9 @@ struct RequestRouting: Sendable, Equatable {
     /// nil: the daemon's environment; "": none; else the proxy URL.
     var proxy: String?
     var noProxy: String?
+    /// Units of the host's `requestsPerSecond` the request takes (nil: 1). Checked against
+    /// the host's burst when the request is admitted (`HostLimitStage`).
+    var cost: Double?
 
     init() {}
 
@@ -75,6 +80,12 @@ struct RequestRouting: Sendable, Equatable {
         }
         maxRecvBytesPerSecond = try params.integer("maxRecvBytesPerSecond", in: 1...(1 << 40))
         maxSendBytesPerSecond = try params.integer("maxSendBytesPerSecond", in: 1...(1 << 40))
+        if let cost = try params.number("cost") {
+            guard cost > 0, cost <= Self.maxCost else {
+                throw RPCError.invalidParams(field: params.field("cost"), "expected a number > 0 and at most 1000000")
+            }
+            if cost != 1 { self.cost = cost }
+        }
         if let path = try params.string("unixSocket") {
             try FilePolicy.checkPath(path, field: params.field("unixSocket"))
             guard path.utf8.count < 108 else {
@@ -103,6 +114,8 @@ struct RequestRouting: Sendable, Equatable {
     }
 
     static let proxySchemes = ["http://", "https://", "socks5://", "socks5h://"]
+    /// The most a request may cost: the largest burst a limit has.
+    static let maxCost = 1_000_000.0
 
     static func isRange(_ text: String) -> Bool {
         let parts = text.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
