@@ -89,9 +89,3 @@ private struct Active {
     /// How many may run at once now (nil: no cap).
     var concurrencyNow: Int?
 }
-
-enum ISO8601Format {
-    static func string(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
-    }
-}
