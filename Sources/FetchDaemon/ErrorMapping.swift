@@ -33,6 +33,10 @@ enum ErrorMapping {
                 "jobId": .string(failed.jobID), "attempts": JSONValue(failed.attempts),
             ])
         case let failed as JobFailed:
+            // Every TransferError kind is one -32001 `kind`: the network's, and `write` (a
+            // client's bodyTo descriptor could not take the bytes) and `read` (its bodyFrom
+            // failed or ended early). A failure after a streamed body began carries
+            // `streamed` (StreamCommit) in `failed.data`.
             var data: JSONObject = [
                 "jobId": .string(failed.jobID), "kind": .string(failed.error.kind.rawValue),
                 "detail": .string(failed.error.detail), "attempts": JSONValue(failed.attempts),

@@ -20,6 +20,8 @@ final class EngineLoop: @unchecked Sendable {
         case unpause(UInt64)
         /// A finished download's blocks are all written (`lateFailure`: why one was not).
         case written(Transfer, Result<HTTPResponse, TransferError>, lateFailure: TransferError?)
+        /// A streamed body's receiver has delivered every byte it took (`failure`: why not).
+        case delivered(Transfer, Result<HTTPResponse, TransferError>, failure: TransferError?)
     }
 
     private let settings: EngineSettings
@@ -51,6 +53,9 @@ final class EngineLoop: @unchecked Sendable {
     private var stopping = false
     /// Finished downloads whose completion waits for their queued writes.
     private var writing = 0
+    /// Ended transfers whose completion waits for their streamed body's delivery (a cancel
+    /// or a stop abandons it).
+    private var delivering: [UInt64: Transfer] = [:]
     private let jars: SharedCookieJars
     private let turns = FairTurns()
     /// When to unpause the transfers paused for their bandwidth caps.
@@ -163,6 +168,7 @@ final class EngineLoop: @unchecked Sendable {
             case .stop:
                 stopping = true
                 for id in Array(active.keys) { cancel(id, reason: "engine stopped") }
+                for transfer in delivering.values { transfer.bodyReceiver?.abandon() }
             case .cookies(let work): jars.withJars { work($0) }
             case .watch(let fd, let onReadable, let beforeWait): watched = (fd, onReadable, beforeWait)
             case .unpause(let id):
@@ -175,7 +181,24 @@ final class EngineLoop: @unchecked Sendable {
                 } else {
                     complete(transfer, result)
                 }
+            case .delivered(let transfer, let result, let failure):
+                delivered(transfer, result, failure)
             }
+        }
+    }
+
+    /// A streamed body's receiver has delivered what it took: the transfer completes.
+    private func delivered(_ transfer: Transfer, _ result: Result<HTTPResponse, TransferError>, _ failure: TransferError?) {
+        writing -= 1
+        delivering[transfer.id] = nil
+        if var failure {
+            if case .failure(let error) = result {
+                failure.exchange = error.exchange
+                failure.timings = error.timings
+            }
+            complete(transfer, .failure(failure))
+        } else {
+            complete(transfer, result)
         }
     }
 
@@ -195,7 +218,8 @@ final class EngineLoop: @unchecked Sendable {
         let easy = pooled?.easy ?? curl_easy_init()!
         let configured = pooled?.configured ?? false
         let id = transfer.id
-        if transfer.downloadSink != nil || transfer.request.bodyBudget != nil {
+        if transfer.downloadSink != nil || transfer.request.bodyBudget != nil || transfer.bodyReceiver != nil
+            || transfer.streamedUpload != nil {
             transfer.resumeAfterPause = { [weak self] in self?.submit(.unpause(id)) }
         }
         transfer.turns = turns
@@ -215,7 +239,13 @@ final class EngineLoop: @unchecked Sendable {
     }
 
     private func cancel(_ id: UInt64, reason: String) {
+        // Ended, waiting for its streamed body to be delivered: no longer.
+        if let waiting = delivering[id] {
+            waiting.bodyReceiver?.abandon()
+            return
+        }
         guard let transfer = active[id] else { return }
+        transfer.bodyReceiver?.abandon()
         transfer.downloadSink?.flush()
         end(transfer, .failure(TransferError(.cancelled, reason)))
     }
@@ -238,6 +268,8 @@ final class EngineLoop: @unchecked Sendable {
                 let path = transfer.downloadSink?.target.partPath
                 let file: String? = if case .writing = failure { path } else { nil }
                 end(transfer, .failure(TransferError(.other, failure.detail, filePath: file)))
+            } else if code != CURLE_OK, let failure = transfer.streamFailure {
+                end(transfer, .failure(failure))
             } else if code == CURLE_WRITE_ERROR && transfer.bodyTooLarge {
                 let limit = transfer.request.maxBodyBytes
                 end(transfer, .failure(TransferError(.bodyTooLarge, "the body is larger than maxBodyBytes (\(limit))")))
@@ -294,6 +326,16 @@ final class EngineLoop: @unchecked Sendable {
                     return error
                 }
                 submit(.written(transfer, result, lateFailure: late))
+            }
+        } else if let receiver = transfer.bodyReceiver {
+            // Its completion waits until every byte taken is delivered (a descriptor's writes).
+            let succeeded = if case .success = result { true } else { false }
+            writing += 1
+            delivering[transfer.id] = transfer
+            receiver.transferEnded(succeeded: succeeded) { [self, result] failure in
+                // Called here and now (notifications, nothing left to write): no trip through
+                // the queue, which this thread would only drain after its next wait.
+                if isCurrent { delivered(transfer, result, failure) } else { submit(.delivered(transfer, result, failure: failure)) }
             }
         } else {
             complete(transfer, result)

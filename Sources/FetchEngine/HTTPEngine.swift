@@ -54,8 +54,10 @@ public final class HTTPEngine: Sendable {
     /// one with the fewest transfers.
     private func thread(for request: HTTPRequest) -> EngineLoop {
         if case .file = request.destination { return bulk }
+        if case .stream(let receiver) = request.destination, receiver.runsOnBulkThread { return bulk }
         switch request.body {
         case .file, .fileRange: return bulk
+        case .stream(let body) where body.source.runsOnBulkThread: return bulk
         case .multipart(let form) where !form.filePaths.isEmpty: return bulk
         default:
             return currentLoop ?? loops.min { $0.activeCount.load(ordering: .relaxed) < $1.activeCount.load(ordering: .relaxed) }!

@@ -94,7 +94,7 @@ public struct HTTPRequest: Sendable {
         switch body {
         case .file, .fileRange: return true
         case .multipart(let form): return !form.filePaths.isEmpty
-        case .none, .bytes: return false
+        case .none, .bytes, .stream: return false
         }
     }
 
@@ -166,11 +166,16 @@ public enum RequestBody: Sendable, Equatable {
     case fileRange(path: String, offset: Int64, length: Int64)
     /// multipart/form-data, streamed.
     case multipart(MultipartForm)
+    /// Read as it comes (a client's descriptor): sent with Content-Length when its length is
+    /// known, else chunked (HTTP/1.1) or as an HTTP/2 stream.
+    case stream(StreamedBody)
 }
 
 public enum ResponseDestination: Sendable {
     case memory
     case file(DownloadTarget)
+    /// Handed to a receiver as it arrives (`BodyReceiver`); a body it does not take stays in memory.
+    case stream(any BodyReceiver)
 }
 
 extension String {

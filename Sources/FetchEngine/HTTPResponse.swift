@@ -13,6 +13,9 @@ public struct HTTPResponse: Sendable {
     public var receivedBytes: Int64
     /// For a download: what was written.
     public var download: DownloadOutcome?
+    /// The body's bytes a `BodyReceiver` took (`ResponseDestination.stream`), when it took
+    /// this response's body: `body` is then empty. nil: the body is in `body`.
+    public var streamedBytes: Int64?
     /// Each hop's headers, when the request asked to record them.
     public var exchange: [ExchangeHop] = []
     /// The address of the server (or proxy) the last hop was made with; nil for no connection.

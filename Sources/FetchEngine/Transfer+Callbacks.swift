@@ -39,6 +39,7 @@ private func receive(_ data: UnsafeMutablePointer<CChar>, _ length: Int, _ t: Tr
     if let turns = t.turns, !turns.mayTake(length, turnSeen: &t.turnSeen, turnBytes: &t.turnBytes, id: t.id) {
         return fetchd_writefunc_pause()
     }
+    if let receiver = t.bodyReceiver, let taken = t.stream(data, length, to: receiver) { return taken }
     if let sink = t.downloadSink {
         let bytes = UnsafeRawBufferPointer(start: data, count: length)
         switch sink.write(bytes, status: t.currentStatus, headers: t.responseHeaders, errorBody: &t.body,
@@ -82,6 +83,7 @@ let transferHeaderCallback: fetchd_data_cb = { data, size, count, user in
             // A new response begins (a redirect hop or an interim 1xx): keep only the last.
             t.responseHeaders.removeAll(keepingCapacity: true)
             t.readingHeaders = true
+            if !t.streaming { t.streamDecided = false }
             t.recorder?.statusReceived(String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<end]), as: UTF8.self))
         } else if end > 0, let found = memchr(bytes.baseAddress!, Int32(UInt8(ascii: ":")), end) {
             let colon = UnsafeRawPointer(found) - UnsafeRawPointer(bytes.baseAddress!)
@@ -94,6 +96,8 @@ let transferHeaderCallback: fetchd_data_cb = { data, size, count, user in
             if let recorder = t.recorder { recorder.headerReceived(t.responseHeaders[t.responseHeaders.count - 1]) }
         } else if end == 0 {
             t.readingHeaders = false
+            // A head is complete: a streamed body's receiver decides whether the body is its.
+            if t.bodyReceiver != nil && !t.streamDecided { t.decideStream() }
         }
         return length
     }

@@ -37,6 +37,16 @@ final class Transfer: @unchecked Sendable {
     let mimeFiles: [UploadFile]
     /// A download's file writer, opened by the caller.
     let downloadSink: DownloadSink?
+    /// A streamed body's receiver (`ResponseDestination.stream`), and what it was given
+    /// (Transfer+Stream).
+    let bodyReceiver: (any BodyReceiver)?
+    /// The receiver took the current response's body (decided at its head, once).
+    var streaming = false
+    /// The receiver has heard the current response's head.
+    var streamDecided = false
+    var streamedBytes: Int64 = 0
+    /// A request body read as it comes (`RequestBody.stream`).
+    let streamedUpload: StreamedUpload?
     /// The request's TLS files, read by the caller: libcurl gets their bytes, never their names.
     let tlsFiles: TLSFiles?
     /// The bandwidth caps (`TransferThrottle`); nil for a transfer without any.
@@ -49,7 +59,9 @@ final class Transfer: @unchecked Sendable {
     /// Hops for HTTP logs, when the request records them.
     let recorder: ExchangeRecorder?
     /// Unpauses the transfer on the engine thread (a download paused while its hash caught up).
-    var resumeAfterPause: @Sendable () -> Void = {}
+    var resumeAfterPause: @Sendable () -> Void = {} {
+        didSet { streamedUpload?.resume = resumeAfterPause }
+    }
     /// The engine's turns (`FairTurns`), and this transfer's body bytes in the current one.
     var turns: FairTurns?
     var turnSeen: UInt64 = 0
@@ -70,6 +82,8 @@ final class Transfer: @unchecked Sendable {
         self.uploadFile = uploadFile
         self.mimeFiles = mimeFiles
         self.downloadSink = downloadSink
+        bodyReceiver = if case .stream(let receiver) = request.destination { receiver } else { nil }
+        streamedUpload = if case .stream(let body) = request.body { StreamedUpload(body.source, throttle: throttle) } else { nil }
         self.tlsFiles = tlsFiles
         recorder = request.recordsExchange ? ExchangeRecorder() : nil
         self.onProgress = onProgress
@@ -125,6 +139,11 @@ final class Transfer: @unchecked Sendable {
         setLong(CURLOPT_MAXREDIRS, request.maxRedirects)
         // Most requests have no transport option of their own: the baseline's stand.
         if let options = request.transportIfSet { configureTransport(easy, options, settings: settings) }
+        if let bodyReceiver {
+            // A CONNECT's answer is the proxy's, not a head of the response.
+            setLong(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
+            if bodyReceiver.runsOnBulkThread { setLong(CURLOPT_BUFFERSIZE, settings.receiveBufferBytes) }
+        }
         if case .file = request.destination {
             // A large receive buffer only pays off for bodies streamed to disk; for small
             // answers its allocation would cost more than the transfer.
@@ -257,6 +276,13 @@ final class Transfer: @unchecked Sendable {
                                  keeping: &mimeBytes)
             fetchd_easy_setopt_ptr(easy, CURLOPT_MIMEPOST, UnsafeMutableRawPointer(mime))
             if method != "POST" { fetchd_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method) }
+        case .stream(let body):
+            setLong(CURLOPT_UPLOAD_BUFFERSIZE, Self.uploadBufferBytes)
+            setLong(CURLOPT_POST, 1)
+            // Unknown (-1): chunked on HTTP/1.1.
+            fetchd_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.source.length ?? -1))
+            setReadCallbacks(easy, me: me)
+            if method != "POST" { fetchd_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method) }
         case .file, .fileRange:
             setLong(CURLOPT_UPLOAD_BUFFERSIZE, Self.uploadBufferBytes)
             setLong(CURLOPT_POST, 1)
@@ -275,7 +301,7 @@ final class Transfer: @unchecked Sendable {
     }
 
     /// The body's reader, for the read and seek callbacks.
-    var bodySource: (any UploadSource)? { uploadFile ?? uploadBytes }
+    var bodySource: (any UploadSource)? { uploadFile ?? uploadBytes ?? streamedUpload }
 
     /// Bodies read from files go out in blocks this large (libcurl's default is 64 KiB):
     /// fewer reads and sends per byte.
@@ -337,6 +363,7 @@ final class Transfer: @unchecked Sendable {
             response.remoteAddress = String(cString: address)
         }
         response.download = downloadSink?.finish(status: status, headers: responseHeaders)
+        if bodyReceiver != nil { response.streamedBytes = streamedBody() }
         response.exchange = recorder?.hops ?? []
         return response
     }
@@ -385,7 +412,7 @@ final class Transfer: @unchecked Sendable {
         return same ? known : String(cString: c)
     }
 
-    private static func versionName(_ version: Int) -> String {
+    static func versionName(_ version: Int) -> String {
         switch version {
         case CURL_HTTP_VERSION_1_0: "HTTP/1.0"
         case CURL_HTTP_VERSION_1_1: "HTTP/1.1"

@@ -9,6 +9,11 @@ public struct TransferError: Error, Sendable, Equatable {
         case cancelled
         /// No stub of the set the request named matched it (the daemon's stubs; never libcurl).
         case stubMiss
+        /// A streamed body's destination could not take the bytes (a client's descriptor:
+        /// its reader gone, EPIPE, or another write error).
+        case write
+        /// A request body read as it comes failed, or ended before its stated length.
+        case read
     }
 
     public let kind: Kind

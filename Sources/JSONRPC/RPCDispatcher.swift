@@ -141,7 +141,11 @@ public struct RPCDispatcher: Sendable {
         if batch.isEmpty {
             return RPCMessage.error(id: .null, .invalidRequest("empty batch"))
         }
-        // Members of a batch run concurrently; answers come back in one array.
+        // Members of a batch run concurrently; answers come back in one array. They take no
+        // descriptor: which would take which is not fixed.
+        var plain = context
+        plain.descriptors = nil
+        let context = plain
         let answers = await withTaskGroup(of: (Int, JSONValue?).self) { group in
             for (index, member) in batch.enumerated() {
                 group.addTask { (index, await self.answer(member, context: context)) }

@@ -4,6 +4,9 @@ public struct RPCContext: Sendable {
     /// Pushes a notification to this connection (it may be coalesced or dropped for a
     /// slow reader; answers never are).
     public let notify: @Sendable (_ method: String, _ params: JSONValue) -> Void
+    /// The descriptors that came with the request's line (SCM_RIGHTS), for the methods that
+    /// take some (fetch's `bodyTo` and `bodyFrom`); nil: none came.
+    public var descriptors: LineDescriptors? = nil
 
     public init(connectionID: UInt64, notify: @escaping @Sendable (String, JSONValue) -> Void) {
         self.connectionID = connectionID

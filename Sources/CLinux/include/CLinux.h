@@ -69,5 +69,21 @@ int fetchd_random_bytes(void *buffer, unsigned long length);
  * builds by code that holds no engine. */
 void fetchd_mark_engine_thread(void);
 int fetchd_is_engine_thread(void);
+/* Descriptors passed with SCM_RIGHTS (descriptors.c). recv() of up to len bytes that also takes
+ * the descriptors that came with them (close-on-exec): up to max_fds into fds, *n_fds their
+ * count (any more are closed). Returns the bytes read, 0 at the end, or -errno. */
+long fetchd_recv_with_fds(int sock, void *buf, unsigned long len, int *fds, int max_fds, int *n_fds);
+/* One write that never waits (pwritev2 RWF_NOWAIT; a socket: MSG_DONTWAIT), without touching
+ * the descriptor's flags: bytes written, or -errno (-EAGAIN: no room now; -EOPNOTSUPP: this
+ * kind of file cannot, write it as a blocking one). */
+long fetchd_write_nowait(int fd, const void *buf, unsigned long len, int is_socket);
+/* Waits until fd is ready (writable: for_write, else readable) or wake_fd is readable.
+ * 1: fd is ready (or in error: the next call says which), 0: woken, -errno. */
+int fetchd_wait_ready(int fd, int for_write, int wake_fd);
+/* What kind of file fd is: 1 regular file or block device, 2 pipe or FIFO, 3 socket, 4 other
+ * (a terminal, a character device); -errno. *flags: its access mode and status flags (F_GETFL). */
+int fetchd_descriptor_kind(int fd, int *flags);
+/* Makes a wake_fd readable (an eventfd write), for fetchd_wait_ready. */
+int fetchd_wake(int wake_fd);
 extern const unsigned int FETCHD_EPOLLIN, FETCHD_EPOLLOUT, FETCHD_EPOLLRDHUP, FETCHD_EPOLLHUP, FETCHD_EPOLLERR;
 #endif

@@ -132,6 +132,9 @@ struct HARBuilder {
             return (.object(data), Int64(bytes.count))
         case .file(let path), .fileRange(let path, _, _):
             return (["mimeType": .string(mimeType), "text": "", "comment": .string("streamed from \(path)")], -1)
+        case .stream(let body):
+            let sent = body.source.consumed
+            return (["mimeType": .string(mimeType), "text": "", "comment": .string("streamed from a descriptor (\(sent) bytes)")], sent)
         case .multipart(let form):
             let params: [JSONValue] = form.parts.map { part in
                 var param: JSONObject = ["name": .string(part.name)]
@@ -164,6 +167,10 @@ struct HARBuilder {
             if let download = response.download, download.wroteFile {
                 content["size"] = .integer(download.fileBytes)
                 content["comment"] = .string("written to a file (\(download.fileBytes) bytes, sha256 \(download.sha256))")
+                bodySize = response.receivedBytes
+            } else if let streamed = response.streamedBytes {
+                content["size"] = .integer(streamed)
+                content["comment"] = .string("streamed to the client (\(streamed) bytes)")
                 bodySize = response.receivedBytes
             } else {
                 content["size"] = JSONValue(response.body.count)

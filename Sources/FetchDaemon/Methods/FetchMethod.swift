@@ -2,9 +2,11 @@ import FetchEngine
 import JSONRPC
 
 /// `fetch`: the request model plus how to return the body; the body comes back in the
-/// answer (up to `maxBodyBytes`). Started on the thread that read it (one that names files
-/// under `--allow-dir`: on the blocking threads, once they are checked) and, when nothing
-/// waits, answered from the engine thread that finished it (see `JobDriver`).
+/// answer (up to `maxBodyBytes`), or streams (`responseBody: "stream"`, `bodyTo: "fd"`:
+/// `BodyDelivery`), and the request body may come from a descriptor (`bodyFrom: "fd"`).
+/// Started on the thread that read it (one that names files under `--allow-dir`: on the
+/// blocking threads, once they are checked) and, when nothing waits, answered from the
+/// engine thread that finished it (see `JobDriver`).
 struct FetchMethod: ReplyingRPCMethod {
     static let name = "fetch"
 
@@ -12,11 +14,17 @@ struct FetchMethod: ReplyingRPCMethod {
         var model: RequestModel
         var bodyMode = ResponseBody.Mode.auto
         var maxBodyBytes = 64 << 20
+        var passed = PassedBodies()
 
-        init(_ params: JSONValue?, policy: FilePolicy) throws {
+        /// `descriptors`: those that came with the request's line (`bodyFrom`, `bodyTo`).
+        init(_ params: JSONValue?, policy: FilePolicy, descriptors: LineDescriptors? = nil) throws {
             var reader = try ParamReader(params)
-            let model = try RequestModel(reading: &reader, allowsBody: true, policy: policy)
-            (bodyMode, maxBodyBytes) = try ResponseBody.readOptions(&reader)
+            var model = try RequestModel(reading: &reader, allowsBody: true, policy: policy)
+            (bodyMode, maxBodyBytes) = try ResponseBody.readOptions(&reader, streaming: true)
+            if !reader.readAll {
+                passed = try PassedBodies(reading: &reader, model: model, mode: bodyMode, descriptors: descriptors)
+                if passed.from != nil && !passed.methodGiven { model.method = "POST" }
+            }
             try reader.finish()
             // Stored once nothing more can throw: no copy of a half-made self for the error path.
             self.model = model
@@ -30,12 +38,15 @@ struct FetchMethod: ReplyingRPCMethod {
 
     func start(_ params: JSONValue?, context: RPCContext, reply: @escaping Reply) throws {
         guard policy.resolvesPaths else {
-            return try driver.start(spec(Params(params, policy: policy)), context: context, reply: reply)
+            return try driver.start(spec(Params(params, policy: policy, descriptors: context.descriptors)), context: context,
+                                    reply: reply)
         }
         // With --allow-dir, the files it names are checked on the blocking threads (realpath)
         // before the job is registered.
         let driver = driver
-        try policy.decodeCheckingPaths(on: driver.services.blocking, { try spec(Params(params, policy: $0)) },
+        // The descriptors that came with the line wait for it: they are closed once it is answered.
+        let descriptors = context.descriptors
+        try policy.decodeCheckingPaths(on: driver.services.blocking, { try spec(Params(params, policy: $0, descriptors: descriptors)) },
                                        then: { try driver.start($0, context: context, reply: reply) },
                                        failed: { reply(.failure($0)) })
     }
@@ -50,12 +61,17 @@ extension FetchMethod.Params {
     /// The job these params ask for. They end here: their model moves into the spec, with no
     /// copy of its fields (a copy of the params cost about 1k instructions per request).
     consuming func spec(_ services: JobServices, whole: WholeBodyDelivery) -> JobSpec {
-        let request = model.httpRequest(maxBodyBytes: maxBodyBytes)
+        var request = model.httpRequest(maxBodyBytes: maxBodyBytes)
+        // A body that streams: delivered as it arrives, and judged first (BodyDeliveryStage).
+        let streams = passed.delivery(mode: bodyMode, policy: model.retryPolicy)
+        passed.apply(to: &request, delivery: streams)
+        let stages = passed.stage(delivery: streams).map { Pipeline.stages(services, adding: [$0]) } ?? Pipeline.stages(services)
+        let delivery: any BodyDelivery = streams ?? whole
         return JobSpec(
-            kind: .fetch, model: model, request: request, stages: Pipeline.stages(services),
+            kind: .fetch, model: model, request: request, stages: stages, delivery: streams,
             answer: JobSpec.Answer(blocking: false) { job, response in
                 var result = ResponseFields.common(job: job, response: response)
-                whole.addResult(response, to: &result)
+                delivery.addResult(response, to: &result)
                 return .object(result)
             })
     }

@@ -197,6 +197,9 @@ final class StubStage: Stage {
                 return .failure(TransferError(.bodyTooLarge, "the body is larger than maxBodyBytes (\(request.maxBodyBytes))"))
             }
             response.body = body
+        case .stream:
+            // Delivered by the job's BodyDelivery before its answer (`deliverRest`), in pieces.
+            response.body = body
         case .file(let target):
             switch KnownBody.write(body, status: stubbed.status, headers: ResponseHeaders(stubbed.headers), to: target) {
             case .success(let written):

@@ -52,6 +52,16 @@ final class Connection: Sendable {
     private nonisolated(unsafe) var framer: LineFramer
     /// What this connection's partial line counts in `hooks.unfinishedLines` (loop thread only).
     private nonisolated(unsafe) var unfinishedBytes = 0
+    /// Descriptors that came with a line not framed yet: the next line framed takes them
+    /// (loop thread only), and its request takes them from there (`LineDescriptors`).
+    private nonisolated(unsafe) var waitingDescriptors: [Int32] = []
+    /// Where one read's descriptors land (loop thread only).
+    private nonisolated(unsafe) var receivedDescriptors = [Int32](repeating: -1, count: 16)
+    /// Descriptors received and neither taken by a request nor closed yet.
+    private let heldDescriptors = Atomic<Int>(0)
+    /// At most this many are held for a client; any more that come are closed at once (their
+    /// request then finds none: -32602).
+    static let maxHeldDescriptors = 16
 
     private struct State {
         var outbound = OutboundBuffer()
@@ -125,25 +135,80 @@ final class Connection: Sendable {
         let buffer = loop.readBuffer
         while true {
             if state.withLock({ $0.readPaused || $0.readClosed || $0.closed }) { return }
-            let n = recv(fd, buffer.baseAddress, buffer.count, 0)
+            var count: Int32 = 0
+            let n = receivedDescriptors.withUnsafeMutableBufferPointer { fds in
+                fetchd_recv_with_fds(fd, buffer.baseAddress, UInt(buffer.count), fds.baseAddress, Int32(fds.count), &count)
+            }
             if n > 0 {
-                let events = framer.feed(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-                for event in events { dispatch(event) }
+                let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<Int(n)])
+                if count == 0 {
+                    frame(bytes)
+                } else {
+                    framed(bytes, with: Array(receivedDescriptors[0..<Int(count)]))
+                }
                 accountUnfinishedLine()
                 return
             } else if n == 0 {
                 state.withLock { $0.readClosed = true }
                 updateInterest()
                 return
-            } else if errno == EINTR {
+            } else if n == -Int(EINTR) {
                 continue
-            } else if errno == EAGAIN || errno == EWOULDBLOCK {
+            } else if n == -Int(EAGAIN) || n == -Int(EWOULDBLOCK) {
                 return
             } else {
                 peerVanished()
                 return
             }
         }
+    }
+
+    private func frame(_ bytes: UnsafeRawBufferPointer) {
+        for event in framer.feed(bytes) { dispatch(event) }
+    }
+
+    /// Bytes that came with descriptors. The kernel ends a read with the bytes sent with
+    /// descriptors (it glues earlier bytes before them, never later ones after), and a client
+    /// sends a line that carries descriptors by a sendmsg of its own, starting with the line's
+    /// first byte: so they belong to the last line that begins in these bytes (or, when none
+    /// begins here, to the next one).
+    private func framed(_ bytes: UnsafeRawBufferPointer, with fds: [Int32]) {
+        let room = max(0, Self.maxHeldDescriptors - heldDescriptors.load(ordering: .relaxed))
+        for extra in fds.dropFirst(room) { close(extra) }
+        let kept = Array(fds.prefix(room))
+        heldDescriptors.add(kept.count, ordering: .relaxed)
+        let start = Self.lastLineStart(bytes, continuingLine: framer.bufferedByteCount > 0)
+        frame(UnsafeRawBufferPointer(rebasing: bytes[0..<start]))
+        // Descriptors whose line never came (a client that sent two sets before one line).
+        closeWaitingDescriptors()
+        waitingDescriptors = kept
+        frame(UnsafeRawBufferPointer(rebasing: bytes[start...]))
+    }
+
+    /// Where the last line that begins in `bytes` begins; `bytes.count` when none does.
+    static func lastLineStart(_ bytes: UnsafeRawBufferPointer, continuingLine: Bool) -> Int {
+        var index = bytes.count - 1
+        while index > 0 {
+            if bytes[index - 1] == UInt8(ascii: "\n") { return index }
+            index -= 1
+        }
+        return continuingLine ? bytes.count : 0
+    }
+
+    /// The descriptors that wait for the next line, as that line's (nil: none wait).
+    private func takeWaitingDescriptors() -> LineDescriptors? {
+        guard !waitingDescriptors.isEmpty else { return nil }
+        defer { waitingDescriptors = [] }
+        return LineDescriptors(waitingDescriptors) { [weak self] count in
+            self?.heldDescriptors.subtract(count, ordering: .relaxed)
+        }
+    }
+
+    private func closeWaitingDescriptors() {
+        guard !waitingDescriptors.isEmpty else { return }
+        for fd in waitingDescriptors { close(fd) }
+        heldDescriptors.subtract(waitingDescriptors.count, ordering: .relaxed)
+        waitingDescriptors = []
     }
 
     /// Keeps the shared count of partial lines in step; over its limit, a large partial line
@@ -160,8 +225,10 @@ final class Connection: Sendable {
     }
 
     private func dispatch(_ event: LineFramer.Event) {
+        let descriptors = takeWaitingDescriptors()
         switch event {
         case .tooLarge:
+            descriptors?.closeUntaken()
             let error = RPCMessage.error(id: .null, .messageTooLarge(limit: hooks.maxMessageBytes))
             send(RPCMessage.line(error))
         case .line(let line):
@@ -171,25 +238,43 @@ final class Connection: Sendable {
             // Parsing a large message is not work for the loop's thread (which also runs
             // the transfers): it goes to a task.
             if line.count > Self.parseInTaskAboveBytes {
-                Task(executorPreference: hooks.tasks) { self.prepareAndAnswer(line) }
+                Task(executorPreference: hooks.tasks) { self.prepareAndAnswer(line, descriptors) }
             } else {
-                prepareAndAnswer(line)
+                prepareAndAnswer(line, descriptors)
             }
         }
     }
 
     static let parseInTaskAboveBytes = 256 << 10
 
-    private func prepareAndAnswer(_ line: [UInt8]) {
-        let context = self.context
-        switch hooks.prepare(line, context, deliver) {
+    /// `descriptors`: those that came with the line; what its request did not take is closed
+    /// once the line is answered (a started method may take them a little later, once it has
+    /// checked the files it names on another thread).
+    private func prepareAndAnswer(_ line: [UInt8], _ descriptors: LineDescriptors?) {
+        var context = self.context
+        var later = deliver
+        if let descriptors {
+            context.descriptors = descriptors
+            let deliver = self.deliver
+            later = { answer in
+                descriptors.closeUntaken()
+                deliver(answer)
+            }
+        }
+        switch hooks.prepare(line, context, later) {
         case .answered(let answer):
+            descriptors?.closeUntaken()
             answered(answer)
         case .started:
             break
         case .deferred(let message):
             let hooks = self.hooks
-            Task(executorPreference: hooks.tasks) { self.answered(await hooks.answer(message, context)) }
+            let context = context
+            Task(executorPreference: hooks.tasks) {
+                let answer = await hooks.answer(message, context)
+                descriptors?.closeUntaken()
+                self.answered(answer)
+            }
         }
     }
 
@@ -352,6 +437,7 @@ final class Connection: Sendable {
         guard shouldClose else { return }
         if unfinishedBytes != 0 { _ = hooks.unfinishedLines.change(by: -unfinishedBytes) }
         unfinishedBytes = 0
+        closeWaitingDescriptors()
         loop.unregister(fd)
         close(fd)
         hooks.closed(id)

@@ -24,7 +24,7 @@ struct StubRequest: Sendable {
         switch request.body {
         case .none: body = []
         case .bytes(let bytes): body = bytes
-        case .file, .fileRange, .multipart: body = nil
+        case .file, .fileRange, .multipart, .stream: body = nil
         }
         self.init(method: request.method, url: request.url, headers: request.headers, body: body)
     }
