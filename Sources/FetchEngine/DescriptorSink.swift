@@ -31,6 +31,37 @@ enum PassedDescriptor {
         if !writing && mode == O_WRONLY { throw DescriptorError("the descriptor is not open for reading") }
         return kind == 1 ? .file : .stream(isSocket: kind == 3)
     }
+
+    /// A job that used a descriptor has ended: `closeNow` (no thread ever ran) closes it and
+    /// its wake-up descriptor here; else the thread is woken, and closes them as it stops.
+    static func release(_ fd: Int32, wake wakeFD: Int32, closeNow: Bool, wakeThread: () -> Void) {
+        if closeNow {
+            Glibc.close(fd)
+            Glibc.close(wakeFD)
+        } else {
+            _ = fetchd_wake(wakeFD)
+            wakeThread()
+        }
+    }
+}
+
+/// What a descriptor's thread and its job share about stopping (`DescriptorSink`,
+/// `DescriptorSource`).
+protocol DescriptorThreadState {
+    /// A thread was started: it closes the descriptor when it stops.
+    var started: Bool { get }
+    var stopping: Bool { get set }
+    var closed: Bool { get set }
+}
+
+extension DescriptorThreadState {
+    /// Asks the thread to stop; true when none runs and the caller is to close the descriptor.
+    mutating func stop() -> Bool {
+        stopping = true
+        guard !started, !closed else { return false }
+        closed = true
+        return true
+    }
 }
 
 /// Writes a streamed response body to a descriptor a client passed (`bodyTo: "fd"`), in order,
@@ -55,7 +86,7 @@ public final class DescriptorSink: @unchecked Sendable {
     private var block: BodyBlock?
     private let state = Locked(State())
 
-    private struct State {
+    private struct State: DescriptorThreadState {
         var queue: [BodyBlock] = []
         /// Capacity of the blocks handed over and not written yet.
         var pendingBytes = 0
@@ -207,19 +238,10 @@ public final class DescriptorSink: @unchecked Sendable {
     /// thread has stopped (at once when none runs). Idempotent.
     public func close() {
         let closeNow = state.withLock { s -> Bool in
-            s.stopping = true
             s.queue.removeAll()
-            guard !s.started, !s.closed else { return false }
-            s.closed = true
-            return true
+            return s.stop()
         }
-        if closeNow {
-            Glibc.close(fd)
-            Glibc.close(wakeFD)
-        } else {
-            _ = fetchd_wake(wakeFD)
-            wakeWriter()
-        }
+        PassedDescriptor.release(fd, wake: wakeFD, closeNow: closeNow) { wakeWriter() }
     }
 
     // MARK: the writer thread

@@ -18,7 +18,7 @@ public final class DescriptorSource: BodySource, @unchecked Sendable {
     private let state = Locked(State())
     private let signal = Condition()
 
-    private struct State {
+    private struct State: DescriptorThreadState {
         /// Read ahead and not handed out yet, oldest first; `offset` into the first.
         var chunks: [[UInt8]] = []
         var offset = 0
@@ -98,19 +98,8 @@ public final class DescriptorSource: BodySource, @unchecked Sendable {
     /// The job has ended: the thread stops and the descriptor is closed (at once when no
     /// thread runs). Idempotent.
     public func close() {
-        let closeNow = state.withLock { s -> Bool in
-            s.stopping = true
-            guard !s.started, !s.closed else { return false }
-            s.closed = true
-            return true
-        }
-        if closeNow {
-            Glibc.close(fd)
-            Glibc.close(wakeFD)
-        } else {
-            _ = fetchd_wake(wakeFD)
-            signal.broadcast()
-        }
+        let closeNow = state.withLock { $0.stop() }
+        PassedDescriptor.release(fd, wake: wakeFD, closeNow: closeNow) { signal.broadcast() }
     }
 
     // MARK: the reader thread
