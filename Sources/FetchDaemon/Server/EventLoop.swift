@@ -6,7 +6,7 @@ import Synchronization
 
 /// A small epoll set, run by a thread that waits on `pollFD` among other things and calls
 /// `runReady` when it is readable (the engine's). Handlers are registered and run on that
-/// thread; `modify` and `execute` may be called from any thread.
+/// thread (asserted in debug builds); `modify` and `execute` may be called from any thread.
 final class EventLoop: @unchecked Sendable {
     typealias Handler = (_ events: UInt32) -> Void
 
@@ -18,6 +18,7 @@ final class EventLoop: @unchecked Sendable {
     private let queued = Locked<[@Sendable () -> Void]>([])
     private let stopped = Atomic<Bool>(false)
     // Loop thread only.
+    private let thread = OneThread()
     private var handlers: [Int32: Handler] = [:]
     private var timerBlock: (() -> Void)?
     // Filled by epoll_wait: buffers rather than arrays in stored properties, which would add
@@ -53,6 +54,7 @@ final class EventLoop: @unchecked Sendable {
 
     /// Loop thread only.
     func register(_ fd: Int32, events: UInt32, handler: @escaping Handler) {
+        assert(thread.isOwner, "an event loop's handlers are its thread's")
         handlers[fd] = handler
         fetchd_epoll_add(epollFD, fd, events)
     }
@@ -64,6 +66,7 @@ final class EventLoop: @unchecked Sendable {
 
     /// Loop thread only.
     func unregister(_ fd: Int32) {
+        assert(thread.isOwner, "an event loop's handlers are its thread's")
         handlers[fd] = nil
         fetchd_epoll_del(epollFD, fd)
     }
@@ -84,6 +87,7 @@ final class EventLoop: @unchecked Sendable {
     /// Loop thread only: runs `block` on the loop thread after `milliseconds`. One timer: a
     /// later call replaces a pending one.
     func runAfter(milliseconds: Int, _ block: @escaping () -> Void) {
+        assert(thread.isOwner, "an event loop's timer is its thread's")
         timerBlock = block
         fetchd_timerfd_arm(timerFD, milliseconds)
     }
@@ -95,6 +99,7 @@ final class EventLoop: @unchecked Sendable {
 
     /// Handles what is ready now, without waiting (the driving thread saw `pollFD` readable).
     func runReady() {
+        assert(thread.isOwner, "an event loop runs on one thread")
         guard !stopped.load(ordering: .relaxed) else { return }
         let count = fetchd_epoll_wait(epollFD, fds.baseAddress, events.baseAddress, Int32(fds.count), 0)
         guard count > 0 else { return }
