@@ -385,16 +385,40 @@ class TestDescriptorsOnTheLine(FdCase):
         self.assertEqual(self.c.answer_for(1)["result"]["status"], 200)
         self.assertEqual(self.c.answer_for(2)["result"]["bytes"], 1000)
 
-    def test_many_descriptors_are_bounded(self):
-        before = self.daemon.fd_count()
-        pipes = [self.pipe() for _ in range(40)]
-        rid = send_with_fds(self.c, "ping", None, [w for _, w in pipes][:16])
-        self.assertEqual(self.c.answer_for(rid)["result"], "pong")
-        for r, w in pipes:
+    def test_descriptors_held_per_connection_are_bounded(self):
+        # 12 descriptors held by a line still in flight (its request takes none).
+        held = [self.pipe() for _ in range(12)]
+        slow = send_with_fds(self.c, "fetch", {"url": f"{self.srv.test_url}/slow-headers?ms=3000"}, [w for _, w in held])
+        # 6 more on the next line, also in flight: 4 fit under the bound of 16, the first of
+        # them goes to bodyTo; the last 2 are closed on arrival.
+        more = [self.pipe() for _ in range(6)]
+        rid = send_with_fds(self.c, "fetch", {"url": f"{self.srv.test_url}/slow-headers?ms=3000", "bodyTo": "fd"},
+                            [w for _, w in more])
+        for _, w in held + more:
             self.close(w)
-        for r, _ in pipes[:16]:
+        for r, _ in more[4:]:
+            self.assert_closed_by_daemon(r, timeout=1)
+        for r, _ in held + more[:4]:
+            os.set_blocking(r, False)
+            with self.assertRaises(BlockingIOError):
+                os.read(r, 1)
+            os.set_blocking(r, True)
+        self.assertEqual(read_all(more[0][0]), b"slow")
+        self.assertIsNone(self.answer(rid)[1])
+        self.assertEqual(self.answer(slow)[0]["status"], 200)
+        for r, _ in held + more[1:4]:
             self.assert_closed_by_daemon(r)
-        wait_for(lambda: self.daemon.fd_count() <= before, message="descriptors left open")
+
+    def test_a_batch_takes_no_descriptor(self):
+        r, w = self.pipe()
+        batch = [{"jsonrpc": "2.0", "id": 1, "method": "fetch",
+                  "params": {"url": f"{self.srv.test_url}/json", "bodyTo": "fd"}}]
+        self.c.sock.settimeout(30)
+        socket.send_fds(self.c.sock, [json.dumps(batch).encode() + b"\n"], [w])
+        self.close(w)
+        answers = self.c.recv(timeout=30)
+        self.assertEqual(answers[0]["error"]["data"]["field"], "bodyTo")
+        self.assert_closed_by_daemon(r)
 
 
 class TestStreamMode(FdCase):
@@ -474,6 +498,33 @@ class TestStreamMode(FdCase):
         self.assertIsNone(error)
         self.assertTrue(got.of("progress", job))
         self.assertEqual(self.reassemble(got, job), b"xxxxx")
+
+    def test_http_log_counts_the_streamed_bytes(self):
+        logdir = os.path.join(self.daemon.tmpdir, "har-stream")
+        self.c.call("setLogging", {"enabled": True, "directory": logdir})
+        try:
+            job = key("har")
+            got, result, error = self.stream({"url": f"{self.srv.nginx_url}/big.bin", "responseBody": "stream", "jobId": job})
+            self.assertIsNone(error)
+            r, w = self.pipe()
+            job2 = key("har")
+            rid = send_with_fds(self.c, "fetch", {"url": f"{self.srv.nginx_url}/big.bin", "bodyTo": "fd", "jobId": job2}, [w])
+            self.close(w)
+            read_all(r)
+            self.assertIsNone(self.answer(rid)[1])
+
+            def entry(job_id):
+                names = [n for n in os.listdir(logdir) if job_id in n] if os.path.isdir(logdir) else []
+                if not names:
+                    return None
+                with open(os.path.join(logdir, names[0])) as f:
+                    return json.load(f)["log"]["entries"][-1]
+            for job_id in (job, job2):
+                har = wait_for(lambda: entry(job_id), message=f"no HAR file for {job_id}")
+                self.assertEqual(har["response"]["content"]["size"], 5 * 1024 * 1024)
+                self.assertEqual(har["response"]["bodySize"], 5 * 1024 * 1024)
+        finally:
+            self.c.call("setLogging", {"enabled": False})
 
     def test_stream_is_fetch_only(self):
         with self.assertRaises(RPCError) as cm:
