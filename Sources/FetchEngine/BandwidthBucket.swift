@@ -12,8 +12,8 @@ import Glibc
 /// bytes in any window of T seconds stay within `burst + rate × T` (plus, for a piece larger
 /// than the burst, that piece's excess).
 public struct TokenBucket: Sendable, Equatable {
-    public let rate: Int
-    public let burst: Int
+    public private(set) var rate: Int
+    public private(set) var burst: Int
     /// Bytes that may go now; below zero while a piece larger than what was there is paid off.
     public private(set) var balance: Double
     private var updatedAt: UInt64
@@ -60,15 +60,28 @@ public struct TokenBucket: Sendable, Equatable {
         refill(now)
         return max(0, Int(balance))
     }
+
+    /// A new rate and burst from now on; what the bucket holds stays, at most the new burst.
+    public mutating func retune(rate: Int, burst: Int, now: UInt64) {
+        precondition(rate > 0 && burst > 0, "a bucket needs a rate and a burst")
+        refill(now)
+        self.rate = rate
+        self.burst = burst
+        balance = min(balance, Double(burst))
+    }
 }
 
 /// A `TokenBucket` behind a lock, read with its own clock: one transfer's cap, or (shared by
-/// several transfers, on any engine thread) a budget that all of them draw from.
-public final class BandwidthBucket: Sendable {
-    private let bucket: Locked<TokenBucket>
+/// several transfers, on any engine thread) a budget that all of them draw from. A shared
+/// budget can be retuned while transfers draw from it, or lifted (`retune(bytesPerSecond:
+/// nil)`: no limit from then on, for the transfers that still hold it).
+public final class BandwidthBucket: Sendable, Equatable {
+    /// nil: lifted, no limit.
+    private let bucket: Locked<TokenBucket?>
     private let clock: @Sendable () -> UInt64
 
-    public var rate: Int { bucket.withLock { $0.rate } }
+    /// 0 once lifted.
+    public var rate: Int { bucket.withLock { $0?.rate ?? 0 } }
 
     /// `clock`: nanoseconds, monotonic (the engine's own by default; tests pass theirs).
     public init(bytesPerSecond rate: Int, burst: Int? = nil,
@@ -77,24 +90,38 @@ public final class BandwidthBucket: Sendable {
         self.clock = clock
     }
 
-    public var burst: Int { bucket.withLock { $0.burst } }
+    /// Int.max once lifted.
+    public var burst: Int { bucket.withLock { $0?.burst ?? Int.max } }
 
     /// Nanoseconds until a piece of `bytes` may go (0: now; then call `take`).
     public func delay(for bytes: Int) -> UInt64 {
         let now = clock()
-        return bucket.withLock { $0.delay(for: bytes, now: now) }
+        return bucket.withLock { $0?.delay(for: bytes, now: now) ?? 0 }
     }
 
     public func take(_ bytes: Int) {
         let now = clock()
-        bucket.withLock { $0.take(bytes, now: now) }
+        bucket.withLock { $0?.take(bytes, now: now) }
     }
 
     /// How many bytes the bucket holds now (never below zero).
     public func available() -> Int {
         let now = clock()
-        return bucket.withLock { $0.available(now: now) }
+        return bucket.withLock { $0?.available(now: now) ?? Int.max }
     }
+
+    /// A new rate (and its default burst) from now on for every transfer that draws from this
+    /// bucket; nil lifts it. A lifted bucket stays lifted.
+    public func retune(bytesPerSecond rate: Int?) {
+        let now = clock()
+        bucket.withLock { bucket in
+            guard let rate else { bucket = nil; return }
+            bucket?.retune(rate: rate, burst: TokenBucket.defaultBurst(rate: rate), now: now)
+        }
+    }
+
+    /// The same bucket (transfers that draw from it share it).
+    public static func == (a: BandwidthBucket, b: BandwidthBucket) -> Bool { a === b }
 
     public static func monotonicNanoseconds() -> UInt64 {
         var now = timespec()

@@ -55,6 +55,11 @@ public struct HTTPRequest: Sendable {
     public var maxSendBytesPerSecond: Int? {
         get { transportBox.value?.maxSendBytesPerSecond } set { transport.maxSendBytesPerSecond = newValue }
     }
+    /// Bandwidth budgets the response body draws from besides its own cap, shared with other
+    /// transfers (its host's, the whole daemon's).
+    public var receiveBudgets: [BandwidthBucket] {
+        get { transportBox.value?.receiveBudgets ?? [] } set { transport.receiveBudgets = newValue }
+    }
     /// nil: libcurl's default (the http_proxy, https_proxy, no_proxy environment); "": no
     /// proxy at all; else the proxy's URL (http, https, socks5, socks5h; credentials allowed).
     public var proxy: String? { get { transportBox.value?.proxy } set { transport.proxy = newValue } }
@@ -118,6 +123,7 @@ public struct TransportOptions: Sendable, Equatable {
     public var keyFile: String? = nil
     public var maxRecvBytesPerSecond: Int? = nil
     public var maxSendBytesPerSecond: Int? = nil
+    public var receiveBudgets: [BandwidthBucket] = []
     public var proxy: String? = nil
     public var noProxy: String? = nil
     public var httpVersion: HTTPVersionChoice? = nil

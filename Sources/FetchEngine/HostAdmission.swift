@@ -18,6 +18,16 @@ public final class HostAdmission: Sendable {
     private let state: Locked<State>
     /// Whether any limit is `adaptive`: without one, an attempt's end costs no lock for it.
     private let anyAdaptive: Atomic<Bool>
+    /// The bandwidth budgets (`maxRecvBytesPerSecond`): one bucket per host key whose own
+    /// entry has one, and the daemon's (the `*` entry's). Buckets live as long as their
+    /// budget, and are retuned in place when it changes, so running transfers follow.
+    private let bandwidth = Locked(Bandwidth())
+    private let anyBudget: Atomic<Bool>
+
+    private struct Bandwidth {
+        var hosts: [HostKey: BandwidthBucket] = [:]
+        var daemon: BandwidthBucket?
+    }
     /// Rescheduled only under the lock; dispatch sources are themselves thread-safe.
     private nonisolated(unsafe) let timer: any DispatchSourceTimer
     private let origin = DispatchTime.now()
@@ -25,6 +35,7 @@ public final class HostAdmission: Sendable {
     public init(scheduler: HostScheduler) {
         state = Locked(State(scheduler: scheduler))
         anyAdaptive = Atomic(scheduler.limits.values.contains { $0.adaptive })
+        anyBudget = Atomic(scheduler.limits.values.contains { $0.maxRecvBytesPerSecond != nil })
         timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "fetchd.admission"))
         timer.schedule(deadline: .distantFuture)
         timer.setEventHandler { [weak self] in self?.pump() }
@@ -114,19 +125,61 @@ public final class HostAdmission: Sendable {
     }
 
     public func setLimit(_ limit: HostScheduler.Limit, for pattern: String) {
-        state.withLock { s in
+        let limits = state.withLock { s in
             s.scheduler.setLimit(limit, for: pattern)
-            anyAdaptive.store(s.scheduler.limits.values.contains { $0.adaptive }, ordering: .relaxed)
+            return s.scheduler.limits
         }
+        limitsChanged(limits)
         pump()
     }
 
     public func removeLimit(for pattern: String) {
-        state.withLock { s in
+        let limits = state.withLock { s in
             s.scheduler.removeLimit(for: pattern)
-            anyAdaptive.store(s.scheduler.limits.values.contains { $0.adaptive }, ordering: .relaxed)
+            return s.scheduler.limits
         }
+        limitsChanged(limits)
         pump()
+    }
+
+    /// The flags follow the new limits, and the budgets' buckets their new numbers.
+    private func limitsChanged(_ limits: [String: HostScheduler.Limit]) {
+        anyAdaptive.store(limits.values.contains { $0.adaptive }, ordering: .relaxed)
+        anyBudget.store(limits.values.contains { $0.maxRecvBytesPerSecond != nil }, ordering: .relaxed)
+        bandwidth.withLock { b in
+            let daemonRate = limits["*"]?.maxRecvBytesPerSecond
+            b.daemon?.retune(bytesPerSecond: daemonRate)
+            if daemonRate == nil { b.daemon = nil }
+            for (host, bucket) in b.hosts {
+                // The host's own entry's budget (`*`'s is the daemon's, not each host's).
+                let rate = (limits[host.nameAndPort] ?? limits[host.name])?.maxRecvBytesPerSecond
+                bucket.retune(bytesPerSecond: rate)
+                if rate == nil { b.hosts[host] = nil }
+            }
+        }
+    }
+
+    /// The bandwidth budgets a transfer to `host` draws from besides its own cap: its host's
+    /// (from the host's own entry) and the whole daemon's (the `*` entry's). Empty, at the
+    /// cost of one atomic load, while no entry has a budget.
+    public func receiveBudgets(for host: HostKey) -> [BandwidthBucket] {
+        guard anyBudget.load(ordering: .relaxed) else { return [] }
+        let (hostRate, daemonRate) = state.withLock { s in
+            (s.scheduler.limitEntry(for: host) == "*" ? nil : s.scheduler.limit(for: host).maxRecvBytesPerSecond,
+             s.scheduler.limits["*"]?.maxRecvBytesPerSecond)
+        }
+        return bandwidth.withLock { b in
+            var budgets: [BandwidthBucket] = []
+            if let hostRate {
+                if b.hosts[host] == nil { b.hosts[host] = BandwidthBucket(bytesPerSecond: hostRate) }
+                budgets.append(b.hosts[host]!)
+            }
+            if let daemonRate {
+                if b.daemon == nil { b.daemon = BandwidthBucket(bytesPerSecond: daemonRate) }
+                budgets.append(b.daemon!)
+            }
+            return budgets
+        }
     }
 
     /// A consistent copy of the scheduler (limits, hosts, queue) and the clock reading it

@@ -28,6 +28,17 @@ public struct HostScheduler: Sendable {
         /// The host's concurrency adapts to its answers between 1 and `maxConcurrent`
         /// (`AdaptiveConcurrency`).
         public var adaptive = false
+        /// Bytes a second of response bodies that all the host's transfers share (the `*`
+        /// entry's: the whole daemon's); nil: no budget. Held by `HostAdmission`'s buckets.
+        public var maxRecvBytesPerSecond: Int?
+
+        /// The entry a new one starts from: this one, without the daemon's budget (a `*`
+        /// entry's `maxRecvBytesPerSecond` is the whole daemon's, not each host's).
+        public var asNewEntry: Limit {
+            var copy = self
+            copy.maxRecvBytesPerSecond = nil
+            return copy
+        }
 
         public enum RedisDownMode: String, Sendable, Equatable {
             /// Each daemon enforces `localShare` x the limit by itself.

@@ -25,11 +25,13 @@ final class TransferThrottle {
         self.send = send
     }
 
-    /// The throttle for a request's own caps, or nil when it has none.
+    /// The throttle for a request's own caps and the budgets it shares (its host's, the
+    /// daemon's), or nil when it has none.
     convenience init?(id: UInt64, request: borrowing HTTPRequest) {
         guard let options = request.transportIfSet,
-              options.maxRecvBytesPerSecond != nil || options.maxSendBytesPerSecond != nil else { return nil }
-        self.init(id: id, receive: options.maxRecvBytesPerSecond.map { [BandwidthBucket(bytesPerSecond: $0)] } ?? [],
+              options.maxRecvBytesPerSecond != nil || options.maxSendBytesPerSecond != nil || !options.receiveBudgets.isEmpty
+        else { return nil }
+        self.init(id: id, receive: (options.maxRecvBytesPerSecond.map { [BandwidthBucket(bytesPerSecond: $0)] } ?? []) + options.receiveBudgets,
                   send: options.maxSendBytesPerSecond.map { [BandwidthBucket(bytesPerSecond: $0)] } ?? [])
     }
 

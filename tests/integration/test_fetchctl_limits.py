@@ -42,7 +42,7 @@ class TestFetchctlLimits(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         got = json.loads(r.stdout.split("\n}")[0] + "\n}")
         self.assertEqual(got, {"host": "example.com", "maxConcurrent": None, "requestsPerSecond": None, "burst": 3,
-                               "followServer": True, "adaptive": False})
+                               "followServer": True, "adaptive": False, "maxRecvBytesPerSecond": None})
         e = self.entry("example.com")
         self.assertEqual((e["maxConcurrent"], e["requestsPerSecond"], e["burst"]), (None, None, 3), e)
 

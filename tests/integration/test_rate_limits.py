@@ -416,7 +416,7 @@ class TestSetRateLimit(LimitCase):
         self.assertEqual(got["maxQueued"], 10000, got)
         self.assertEqual(got["queued"], 0, got)
         self.assertEqual(got["limits"], [{"host": "*", "maxConcurrent": 10, "requestsPerSecond": None, "burst": 1,
-                                          "followServer": True, "adaptive": False,
+                                          "followServer": True, "adaptive": False, "maxRecvBytesPerSecond": None,
                                           "running": 0, "queued": 0, "pausedUntil": None, "server": None,
                                           "concurrencyNow": 10}], got)
         rid = self.hold_slot(self.c, "holder")
@@ -431,7 +431,7 @@ class TestSetRateLimit(LimitCase):
     def test_partial_update_and_null(self):
         r = self.c.call("setRateLimit", {"host": "Example.COM", "requestsPerSecond": 2.5, "burst": 4})
         # A new entry starts from the * defaults.
-        v3 = {"followServer": True, "adaptive": False}
+        v3 = {"followServer": True, "adaptive": False, "maxRecvBytesPerSecond": None}
         self.assertEqual(r, {"host": "example.com", "maxConcurrent": 10, "requestsPerSecond": 2.5, "burst": 4, **v3}, r)
         r = self.c.call("setRateLimit", {"host": "example.com", "maxConcurrent": 3})
         self.assertEqual(r, {"host": "example.com", "maxConcurrent": 3, "requestsPerSecond": 2.5, "burst": 4, **v3}, r)

@@ -28,7 +28,7 @@ enum RateLimitConfig {
     static func applyRates(_ rates: [DaemonOptions.RateFlag], to scheduler: HostScheduler) -> HostScheduler {
         var scheduler = scheduler
         for rate in rates {
-            var limit = scheduler.limits[rate.host.lowercased()] ?? scheduler.limit(for: HostKey(scheme: "http", name: "", port: 0))
+            var limit = scheduler.limits[rate.host.lowercased()] ?? scheduler.limit(for: HostKey(scheme: "http", name: "", port: 0)).asNewEntry
             limit.requestsPerSecond = rate.requestsPerSecond
             if let burst = rate.burst { limit.burst = burst }
             scheduler.setLimit(limit, for: rate.host)

@@ -26,7 +26,7 @@ struct SetRateLimitMethod: InlineRPCMethod {
         guard host == "*" || HostPattern.isValid(host) else {
             throw RPCError.invalidParams(field: reader.field("host"), "expected a host name, name:port, or *")
         }
-        var limit = current.limits[host] ?? current.limits["*"] ?? HostScheduler.Limit()
+        var limit = current.limits[host] ?? current.limits["*"]?.asNewEntry ?? HostScheduler.Limit()
         if reader.value("maxConcurrent") == .null {
             limit.maxConcurrent = nil
         } else if let cap = try reader.integer("maxConcurrent", in: 0...1_000_000) {
@@ -59,6 +59,11 @@ struct SetRateLimitMethod: InlineRPCMethod {
             limit.localShare = share
         }
         if let follow = try reader.bool("followServer") { limit.followServer = follow }
+        if reader.value("maxRecvBytesPerSecond") == .null {
+            limit.maxRecvBytesPerSecond = nil
+        } else if let budget = try reader.integer("maxRecvBytesPerSecond", in: 1...(1 << 40)) {
+            limit.maxRecvBytesPerSecond = budget
+        }
         if let adaptive = try reader.bool("adaptive") { limit.adaptive = adaptive }
         if limit.adaptive {
             // Named after the field this call gave, so the caller sees what to change.

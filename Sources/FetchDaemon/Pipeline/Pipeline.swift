@@ -11,9 +11,10 @@ enum Pipeline {
     /// after the limits, and judged by the retry policy); the host's auth rule adds its
     /// credential (before the host's limits: a request waiting for a credential holds no host
     /// slot); the host's limits admit the attempt (and honour Retry-After); the server's rate
-    /// limit headers pause the host when they say its budget is spent; the retry policy
-    /// judges the outcome; the request's maxTime (after the host's wait, so each attempt's
-    /// timeouts are cut to what is left) ends the job at its deadline.
+    /// limit headers pause the host when they say its budget is spent; the transfer draws from
+    /// its host's and the daemon's bandwidth budgets; the retry policy judges the outcome; the
+    /// request's maxTime (after the host's wait, so each attempt's timeouts are cut to what is
+    /// left) ends the job at its deadline.
     static func common(admission: HostAdmission, shared: SharedAdmission?, credentials: CredentialStore, log: Logger,
                        stubs: StubStore, timers: DispatchQueue, metrics: Metrics, cache: HTTPCache? = nil,
                        clock: JobClock = .system) -> [any Stage] {
@@ -25,6 +26,7 @@ enum Pipeline {
             CacheStage(cache: cache),
             HostLimitStage(admission: admission, shared: shared, log: log, metrics: metrics, clock: clock),
             ServerLimitStage(gate: HostGate(admission: admission, shared: shared, clock: clock), log: log),
+            BandwidthStage(admission: admission),
             DeadlineStage(),
             RetryStage(),
             MetricsStage(metrics: metrics),

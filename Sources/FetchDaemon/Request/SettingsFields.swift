@@ -22,6 +22,7 @@ enum SettingsFields {
             "burst": JSONValue(limit.burst),
             "followServer": .bool(limit.followServer),
             "adaptive": .bool(limit.adaptive),
+            "maxRecvBytesPerSecond": limit.maxRecvBytesPerSecond.map { JSONValue($0) } ?? .null,
         ]
         if redis {
             entry["shared"] = .bool(limit.shared)
