@@ -49,13 +49,17 @@ final class Job: Sendable {
     let context: RPCContext
     /// That connection's memory budget (its answer is counted there).
     let bodyBudget: BodyBudget?
-    let startedAt = ContinuousClock.now
+    /// The clocks of the job's stages and observers (`JobServices.clock`).
+    let clock: JobClock
+    /// When the job was registered, on `clock.now`.
+    let startedAt: Double
     private let mutable: Locked<Mutable>
 
     private struct Mutable {
         var machine: JobMachine
         var progress: TransferProgress?
-        /// Each attempt's request and outcome, kept while HTTP logging is on.
+        /// Each attempt's request and outcome, kept while they are recorded (HTTP logs,
+        /// `exchange`: `HTTPLog`'s observer).
         var records: [AttemptRecord] = []
         /// The attempt being prepared or held, and how many of its stages have prepared it.
         var pending: (attempt: Attempt, prepared: Int)?
@@ -65,8 +69,12 @@ final class Job: Sendable {
         var attached: [Attachment] = []
         /// How many of them asked for progress notifications.
         var watching = 0
+        /// Where a download's file landed (its answer says so).
+        var landed: LandedFile?
         /// What each stage and observer keeps for the job (`PipelineMember.State`).
         var slots = StateSlots()
+        /// What the retry policy has used so far.
+        var retry = RetryState()
     }
 
     /// One `attach` request: answered as the job's own request, notified if it asked.
@@ -75,11 +83,6 @@ final class Job: Sendable {
         let progress: Bool
         let reply: ReplyingRPCMethod.Reply
     }
-
-    /// What the stages keep between a job's attempts. The driver calls a job's stages one at a
-    /// time, each step handing over to the next through the engine's command queue, a lock or
-    /// a queue, so this is never touched by two threads at once.
-    nonisolated(unsafe) var pipeline = PipelineState()
 
     /// Set (under the job's lock) by a cancel's transition: after handing an attempt to the
     /// engine, the driver tells the machine only when a cancel may have raced the hand-over.
@@ -92,8 +95,10 @@ final class Job: Sendable {
     let restarts: Int
 
     init(id: String, transferID: UInt64, connectionID: UInt64, spec: JobSpec, context: RPCContext,
-         bodyBudget: BodyBudget? = nil, reply: @escaping ReplyingRPCMethod.Reply) {
+         bodyBudget: BodyBudget? = nil, clock: JobClock = .system, reply: @escaping ReplyingRPCMethod.Reply) {
         self.id = id
+        self.clock = clock
+        startedAt = clock.now()
         restarts = spec.durableRecord?.restarts ?? 0
         self.transferID = transferID
         self.connectionID = connectionID
@@ -103,11 +108,26 @@ final class Job: Sendable {
         // Resumed: its attempts and retries go on from where they stood (a restart is not a
         // failed attempt), and maxElapsed counts from its first start.
         let resumed = spec.durableRecord.flatMap { $0.restarts > 0 ? $0 : nil }
-        mutable = Locked(Mutable(machine: JobMachine(attempts: resumed?.retry.attempts ?? 0), reply: reply))
+        var retry = RetryState()
         if let resumed {
-            pipeline.retry = RetryState(jitter: resumed.retry.jitter, failures: resumed.retry.failures, waited: resumed.retry.waited,
-                                        priorElapsed: max(0, DurableStore.wallClock() - resumed.started))
+            retry = RetryState(jitter: resumed.retry.jitter, failures: resumed.retry.failures, waited: resumed.retry.waited,
+                               priorElapsed: max(0, clock.wall().timeIntervalSince1970 - resumed.started))
         }
+        mutable = Locked(Mutable(machine: JobMachine(attempts: resumed?.retry.attempts ?? 0), reply: reply, retry: retry))
+    }
+
+    /// Seconds since the job was registered.
+    var elapsed: Double { clock.now() - startedAt }
+
+    /// The job's retry budget: what its retry policy has counted across its attempts (and, for
+    /// a durable job, across daemon restarts). The job's, not one stage's: the retry stage
+    /// judges with it, a resumable upload's refused chunk uses it up, the durable journal
+    /// writes it down.
+    var retry: RetryState { mutable.withLock { $0.retry } }
+
+    /// Changes the retry budget under the job's lock (`body` must not call the job).
+    func withRetry<R>(_ body: (inout RetryState) -> R) -> R {
+        mutable.withLock { body(&$0.retry) }
     }
 
     /// A durable job survives the daemon (Durable jobs); it is always detached.
@@ -221,7 +241,14 @@ final class Job: Sendable {
         var cache: JSONObject? = nil
     }
 
-    var info: Info { Info(id: id, comment: comment, cache: pipeline.cache.har) }
+    var info: Info { Info(id: id, comment: comment, cache: report().harCache) }
+
+    /// The download's file is at its final path (told by its answer, before the job ends).
+    func noteLanded(_ file: LandedFile) {
+        mutable.withLock { $0.landed = file }
+    }
+
+    var landed: LandedFile? { mutable.withLock { $0.landed } }
 
     /// One attempt as sent and as it ended, for HTTP logs.
     struct AttemptRecord: Sendable {
@@ -241,37 +268,5 @@ final class Job: Sendable {
                      state: $0.machine.state, attempt: $0.machine.attempts, progress: $0.progress, comment: comment,
                      durable: durable)
         }
-    }
-}
-
-/// What the stages of one job keep between its attempts.
-struct PipelineState: Sendable {
-    var retry = RetryState()
-    /// When the last attempt passed the metrics stage (monotonic µs).
-    var attemptStartMicroseconds = 0
-
-    /// The cache stage's state (776 bytes) lives apart, made the first time that stage
-    /// changes it: a job the cache never touches (no cache, or a request it bypasses before
-    /// writing) does not carry it, which keeps a `Job` below 1,000 bytes: malloc's chunks of
-    /// 1,024 bytes and more (header included) bypass the per-thread cache and consolidate its
-    /// fast bins.
-    /// Copied on write, so it keeps a value's semantics.
-    /// (A `_read` accessor here would put its 2 KB coroutine frame on the heap at every read.)
-    var cache: CacheState {
-        get { cacheBox?.state ?? CacheState() }
-        _modify {
-            if !isKnownUniquelyReferenced(&cacheBox) { cacheBox = CacheBox(cacheBox?.state ?? CacheState()) }
-            yield &cacheBox!.state
-        }
-    }
-    /// What every answer reads (`cache` in the result), without a copy of the whole state.
-    var cacheOutcome: CacheOutcome? { cacheBox?.state.outcome }
-    private var cacheBox: CacheBox?
-
-    /// Mutated only through `cache`'s copy on write, by the job's one thread at a time (the
-    /// rule of `Job.pipeline`).
-    private final class CacheBox: @unchecked Sendable {
-        var state: CacheState
-        init(_ state: CacheState) { self.state = state }
     }
 }

@@ -31,19 +31,15 @@ struct JobDriver: Sendable {
     /// thrown here.
     func start(_ spec: JobSpec, context: RPCContext, reply: @escaping ReplyingRPCMethod.Reply) throws {
         let job = try jobs.register(spec, context: context, reply: reply)
-        if let record = spec.durableRecord {
-            // Written down (fsync) before the first byte is sent.
-            do {
-                guard let store = services.durable else { throw NotAllowed(detail: "durable jobs need a state directory") }
-                try store.save(record)
-            } catch {
-                jobs.withdraw(job)
-                throw error
-            }
-        }
         let comment = spec.model.comment.map { ", comment: \($0)" } ?? ""
         services.log.debug("job \(job.id) from connection \(context.connectionID): \(spec.request.method) \(spec.request.url)\(comment)")
-        services.events?.publish(job, .queued)
+        do {
+            // The durable journal writes the job down here, before its first byte is sent.
+            for observer in services.observers { try observer.jobQueued(job) }
+        } catch {
+            jobs.withdraw(job)
+            throw error
+        }
         handle(job, .begin)
     }
 
@@ -87,7 +83,7 @@ struct JobDriver: Sendable {
         case nothing
         case attempt(Attempt, prepared: Int)
         case outcome(AttemptOutcome)
-        case answer(Result<JSONValue, any Error>)
+        case answer(Result<JSONValue, any Error>, status: Int?)
     }
 
     /// Moves the job's machine, then performs what it asks for, outside its lock.
@@ -114,8 +110,8 @@ struct JobDriver: Sendable {
         case (.scheduleRetry(let delay, let attempt, let reason), _):
             scheduleRetry(job, delay: delay, attempt: attempt, reason: reason)
         case (.finish, .outcome(let outcome)): finish(job, outcome)
-        case (.answerCancelled(let by), _): ended(job, .failure(JobCancelled(jobID: job.id, by: by)), reply)
-        case (.answer, .answer(let answer)): ended(job, answer, reply)
+        case (.answerCancelled(let by), _): ended(job, .failure(JobCancelled(jobID: job.id, by: by)), status: nil, reply)
+        case (.answer, .answer(let answer, let status)): ended(job, answer, status: status, reply)
         case (.startTransfer, _), (.finish, _), (.answer, _):
             // The machine asks for these only after the events that carry their value.
             assertionFailure("\(action) without what it needs")
@@ -150,7 +146,7 @@ struct JobDriver: Sendable {
             case .proceed:
                 index += 1
             case .answer(let outcome):
-                return endAttempt(job, attempt, prepared: index + 1, outcome)
+                return endAttempt(job, attempt, prepared: index + 1, outcome, from: .stage)
             case .hold(let hold):
                 job.keepPending(attempt, prepared: index, hold: hold)
                 // Cancelled meanwhile: the hold is never started (abandonAttempt).
@@ -180,8 +176,8 @@ struct JobDriver: Sendable {
             job.keepPending(pending.attempt, prepared: holding + 1)
             guard handle(job, .released), let attempt = job.takePending()?.attempt else { return }
             _ = job.takeHold()
-            if let answer = attempt.answeredByHold {
-                return endAttempt(job, attempt, prepared: holding + 1, answer)
+            if let answer = job.spec.stages[holding].answerAfterHold(attempt, job) {
+                return endAttempt(job, attempt, prepared: holding + 1, answer, from: .stage)
             }
             if job.spec.preparesOnWorker {
                 services.blocking.execute { prepare(job, attempt, from: holding + 1) }
@@ -213,23 +209,17 @@ struct JobDriver: Sendable {
 
     /// Hands the prepared attempt to the engine.
     private func launch(_ job: Job, _ attempt: Attempt, prepared: Int) {
-        // A stage may have asked for the hops already (a recorded stub).
-        attempt.request.recordsExchange = attempt.request.recordsExchange || services.httpLog.isEnabled
         // Bodies kept in memory count against what the client's connection may hold.
         if case .memory = attempt.request.destination { attempt.request.bodyBudget = job.bodyBudget }
-        let recording = attempt.request.recordsExchange ? (Date(), attempt.request, attempt.secrets) : nil
-        services.events?.publish(job, .started)
+        attempt.launchedAt = services.clock.now()
+        for observer in services.observers { observer.attemptStarted(attempt, job) }
         if let substitute = attempt.substitute {
-            return substituted(job, attempt, prepared: prepared, substitute, recording: recording)
+            return substituted(job, attempt, prepared: prepared, substitute)
         }
         do {
             try services.engine.start(attempt.request, id: job.transferID, onProgress: progressReporter(job)) { outcome in
-                if let (startedAt, recorded, secrets) = recording {
-                    job.record(Job.AttemptRecord(number: attempt.number, startedAt: startedAt, request: recorded, outcome: outcome,
-                                                 ruleSecrets: secrets))
-                }
                 endAttempt(job, attempt, prepared: prepared,
-                           outcome.mapError { JobFailed(jobID: job.id, attempts: job.attempts, error: $0) })
+                           outcome.mapError { JobFailed(jobID: job.id, attempts: job.attempts, error: $0) }, from: .network)
             }
         } catch {
             return endAttempt(job, attempt, prepared: prepared, .failure(error))
@@ -240,8 +230,7 @@ struct JobDriver: Sendable {
     }
 
     /// A stage answers in the engine's place (a stub): logged and reported as a transfer.
-    private func substituted(_ job: Job, _ attempt: Attempt, prepared: Int, _ substitute: Substitute,
-                             recording: (Date, HTTPRequest, [String])?) {
+    private func substituted(_ job: Job, _ attempt: Attempt, prepared: Int, _ substitute: Substitute) {
         let made = substitute.answer(attempt, job)
         let outcome = made.outcome
         if case .success(let response) = outcome {
@@ -249,20 +238,21 @@ struct JobDriver: Sendable {
             progressReporter(job)(TransferProgress(sentBytes: response.sentBytes, totalSendBytes: response.sentBytes,
                                                    receivedBytes: received, totalReceiveBytes: received))
         }
-        if let (startedAt, recorded, secrets) = recording {
-            job.record(Job.AttemptRecord(number: attempt.number, startedAt: startedAt, request: recorded, outcome: outcome,
-                                         ruleSecrets: secrets))
-        }
         endAttempt(job, attempt, prepared: prepared,
-                   outcome.mapError { JobFailed(jobID: job.id, attempts: job.attempts, error: $0, data: made.failureData) })
+                   outcome.mapError { JobFailed(jobID: job.id, attempts: job.attempts, error: $0, data: made.failureData) },
+                   from: .substitute)
     }
 
-    /// Every stage that prepared the attempt hears how it ended; then they judge it, nearest
-    /// the network first, until one decides.
-    private func endAttempt(_ job: Job, _ attempt: Attempt, prepared: Int, _ outcome: AttemptOutcome) {
+    /// The observers hear the outcome of an attempt that started or that a stage answered
+    /// (`source`); every stage that prepared it hears how it ended; then they judge it, nearest
+    /// the network first, until one decides, and review that decision.
+    private func endAttempt(_ job: Job, _ attempt: Attempt, prepared: Int, _ outcome: AttemptOutcome,
+                            from source: AttemptSource? = nil) {
+        if let source {
+            for observer in services.observers { observer.attemptEnded(attempt, outcome, from: source, job) }
+        }
         let stages = job.spec.stages[0..<prepared]
         for stage in stages.reversed() { stage.ended(attempt, outcome, job) }
-        let failuresBefore = job.pipeline.retry.failures
         var decision = JobMachine.Decision.final
         var outcome = outcome
         judging: for stage in stages.reversed() {
@@ -283,24 +273,13 @@ struct JobDriver: Sendable {
                 break judging
             }
         }
-        for stage in stages.reversed() { stage.settled(attempt, decision, &outcome, job) }
-        if decision != .final, job.pipeline.retry.failures > failuresBefore { saveRetryState(job) }
+        for stage in stages.reversed() { stage.review(attempt, &decision, &outcome, job) }
+        for observer in services.observers { observer.attemptJudged(attempt, decision, job) }
         handle(job, .attemptEnded(decision), carrying: .outcome(outcome))
     }
 
-    /// A durable job's failed attempt that another follows: its retry state is written down
-    /// (on the blocking threads, never the engine's), so a restart goes on with the attempts
-    /// used. Once per failure, never per block; the job does not wait for it.
-    private func saveRetryState(_ job: Job) {
-        guard job.durable, let store = services.durable else { return }
-        let state = job.pipeline.retry
-        let retry = DurableStore.Retry(attempts: job.attempts, failures: state.failures, waited: state.waited, jitter: state.jitter)
-        services.blocking.execute { store.saveRetry(jobID: job.id, retry) }
-    }
-
     private func scheduleRetry(_ job: Job, delay: Double, attempt: Int, reason: String) {
-        services.metrics.count(.retries)
-        services.events?.publish(job, .retrying)
+        for observer in services.observers { observer.retrying(job, delay: delay, attempt: attempt, reason: reason) }
         let watchers = job.watchers
         if job.spec.model.progress || !watchers.isEmpty {
             let params: JSONValue = [
@@ -331,12 +310,12 @@ struct JobDriver: Sendable {
     /// Makes the answer of the decided outcome (see the type's comment for where).
     private func finish(_ job: Job, _ outcome: AttemptOutcome) {
         guard case .success(let response) = outcome else {
-            return answered(job, .failure(outcome.failureValue!))
+            return answered(job, .failure(outcome.failureValue!), status: nil)
         }
         guard let delivery = job.spec.delivery else { return makeAnswer(job, response) }
         // A streamed body: what did not stream (a stub's, a body kept in memory) goes first.
         delivery.deliverRest(response, job) { failure in
-            if let failure { answered(job, .failure(failure)) } else { makeAnswer(job, response) }
+            if let failure { answered(job, .failure(failure), status: nil) } else { makeAnswer(job, response) }
         }
     }
 
@@ -349,62 +328,48 @@ struct JobDriver: Sendable {
         } else if let answers = services.answers, services.engine.activeSmallTransfers >= Self.handOffAnswersAboveActive {
             threads = answers
         } else {
-            return answered(job, Result { try job.spec.answer.make(job, response) })
+            return answered(job, Result { try job.spec.answer.make(job, response) }, status: response.status)
         }
         // Made on another thread: the body counts against the client's budget until the
         // answer is queued.
         let pending = response.body.count
         job.bodyBudget?.answerPending(pending)
         threads.execute {
-            answered(job, Result { try job.spec.answer.make(job, response) })
+            answered(job, Result { try job.spec.answer.make(job, response) }, status: response.status)
             job.bodyBudget?.answerQueued(pending)
         }
     }
 
-    private func answered(_ job: Job, _ answer: Result<JSONValue, any Error>) {
+    /// `status`: the final response's, when the answer is made from one.
+    private func answered(_ job: Job, _ answer: Result<JSONValue, any Error>, status: Int?) {
         let succeeded = if case .success = answer { true } else { false }
-        handle(job, .resultMade(succeeded: succeeded), carrying: .answer(answer))
+        handle(job, .resultMade(succeeded: succeeded), carrying: .answer(answer, status: status))
     }
 
     /// The job is over: unregistered, logged, and answered, once (the machine hands out the
     /// reply with the one transition that answers).
-    private func ended(_ job: Job, _ own: Result<JSONValue, any Error>, _ reply: ReplyingRPCMethod.Reply?) {
+    private func ended(_ job: Job, _ own: Result<JSONValue, any Error>, status: Int?, _ reply: ReplyingRPCMethod.Reply?) {
         guard let reply else { return }
         // A job whose attempts are prepared on the blocking threads ends there too: its stages'
         // `jobEnded` do file work (a download's empty part file is removed), never on an
         // engine thread, and before the answer goes.
         if job.spec.preparesOnWorker && services.engine.isEngineThread {
-            return services.blocking.execute { ended(job, own, reply) }
+            return services.blocking.execute { ended(job, own, status: status, reply) }
         }
         // What the job's own request alone is told (a helper's stderr line) stays out of
         // what everyone else sees: getJob, attach, HTTP logs.
         var answer = own
         if case .failure(let error as any RequesterOnlyDetail) = own { answer = .failure(error.withoutRequesterDetail) }
-        for stage in job.spec.stages { stage.jobEnded(job, answer) }
-        let outcome: HARBuilder.JobOutcome
+        let ending: JobEnding
         switch answer {
-        case .success: outcome = .succeeded
-        case .failure(let cancelled as JobCancelled): outcome = .cancelled(cancelled.by.rawValue)
-        case .failure(let error): outcome = .failed(ErrorMapping.rpcError(for: error).message)
+        case .success: ending = .finished(status: status ?? 0, landed: job.landed)
+        case .failure(let cancelled as JobCancelled): ending = .cancelled(cancelled.by)
+        case .failure(let error): ending = .failed(error)
         }
+        for stage in job.spec.stages { stage.jobEnded(job, ending) }
         jobs.finish(job, answer: answer)
-        switch answer {
-        case .success(let result): services.events?.publish(job, .finished, status: result["status"]?.integerValue)
-        case .failure(is JobCancelled): services.events?.publish(job, .cancelled)
-        case .failure: services.events?.publish(job, .failed)
-        }
-        if job.durable, let store = services.durable {
-            // A job stopped by the daemon's shutdown is resumed by the next daemon.
-            if case .failure(let cancelled as JobCancelled) = answer, cancelled.by == .shutdown {} else if services.engine.isEngineThread {
-                services.blocking.execute { store.remove(jobID: job.id) }
-            } else {
-                // Here and now when the thread may wait (a download lands on the blocking
-                // threads): a stop right after the answer cannot leave the file behind.
-                store.remove(jobID: job.id)
-            }
-        }
-        services.httpLog.jobFinished(job, outcome: outcome)
-        services.log.debug("job \(job.id): \(outcome.text) after \(job.attempts) attempt(s), \(ContinuousClock.now - job.startedAt)")
+        for observer in services.observers { observer.jobEnded(job, ending) }
+        services.log.debug("job \(job.id): \(HARBuilder.JobOutcome(ending).text) after \(job.attempts) attempt(s), \(job.elapsed) s")
         reply(own)
         // Attached after the job left the registry is impossible: the registry attaches
         // only live jobs, under its lock, and `finish` above took the job out.

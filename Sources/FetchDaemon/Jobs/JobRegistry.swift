@@ -48,7 +48,7 @@ final class JobRegistry: Sendable {
         var id = jobID ?? ids.next()
         while true {
             let job = Job(id: id, transferID: number, connectionID: connectionID, spec: spec, context: context,
-                          bodyBudget: budget, reply: reply)
+                          bodyBudget: budget, clock: services.clock, reply: reply)
             let registered = try state.withLock { s throws -> Bool in
                 if s.shuttingDown { throw JobCancelled(jobID: jobID ?? "", by: .shutdown) }
                 if s.live[id] != nil {

@@ -20,6 +20,8 @@ struct JobServices: Sendable {
     let timers: DispatchQueue
     /// The stages every job passes through (Pipeline.common), made once.
     let commonStages: [any Stage]
+    /// What sees every job (Pipeline.observers), made once.
+    let observers: [any JobObserver]
     /// Stub sets (the stub stage answers from them).
     let stubs: StubStore
     /// Where durable jobs are written down (nil: durable jobs are refused).
@@ -57,6 +59,8 @@ struct JobServices: Sendable {
         self.stubs = stubs
         commonStages = Pipeline.common(admission: admission, shared: shared, credentials: credentials, log: log, stubs: stubs,
                                        timers: timers, metrics: metrics, cache: cache, clock: clock)
+        observers = Pipeline.observers(durable: durable, events: events, httpLog: httpLog, metrics: metrics, engine: engine,
+                                       blocking: blocking, clock: clock)
     }
 
     /// Seconds on the monotonic clock (the machine's and the host scheduler's clock).

@@ -104,6 +104,7 @@ struct DownloadMethod: DurableJobMethod {
             throw TransferFileError(path: params.path, detail: "sha256 mismatch: expected \(expected), got \(outcome.sha256); nothing was kept")
         }
         try part.land(overwrite: params.overwrite, durable: params.fsync)
+        job.noteLanded(LandedFile(path: params.path, bytes: outcome.fileBytes))
         result["bytes"] = .integer(outcome.fileBytes)
         result["sha256"] = .string(outcome.sha256)
         result["resumed"] = .bool(outcome.resumed)

@@ -35,7 +35,7 @@ final class BodyDeliveryStage: Stage {
         return .pass
     }
 
-    func jobEnded(_ job: Job, _ answer: Result<JSONValue, any Error>) {
+    func jobEnded(_ job: Job, _ ending: JobEnding) {
         delivery?.close()
         upload?.close()
     }

@@ -14,7 +14,7 @@ extension CacheStage {
     private static func revalidateInBackground(_ entry: CacheStore.Entry, _ attempt: Attempt, _ job: Job,
                                                _ cache: HTTPCache) {
         cache.revalidateInBackground(entry, request: attempt.request, varyKey: entry.varyKey,
-                                     host: HostLimitStage.host(attempt, job), priority: job.spec.model.priority,
+                                     host: job.host(of: attempt), priority: job.spec.model.priority,
                                      maxPause: job.spec.retryPolicy.maxInterval)
     }
 
@@ -23,12 +23,12 @@ extension CacheStage {
         return Hold(
             start: { release in
                 once.arm(release)
-                cache.blocking.execute { Self.lookUp(key, mode, cache, attempt, job, once) }
+                cache.blocking.execute { self.lookUp(key, mode, cache, attempt, job, once) }
             },
             cancel: { error in once.release(.failure(error)) })
     }
 
-    private static func lookUp(_ key: Key, _ mode: CacheMode, _ cache: HTTPCache, _ attempt: Attempt, _ job: Job,
+    private func lookUp(_ key: Key, _ mode: CacheMode, _ cache: HTTPCache, _ attempt: Attempt, _ job: Job,
                                _ once: PendingRelease) {
         let headers = attempt.request.headers
         let now = cache.now()
@@ -42,37 +42,37 @@ extension CacheStage {
             } else if job.spec.kind == .download {
                 cache.store.touch(entry)
                 if reuse == .staleWhileRevalidate {
-                    revalidateInBackground(entry, attempt, job, cache)
+                    Self.revalidateInBackground(entry, attempt, job, cache)
                 }
                 return substitute(entry, attempt, job, cache, reuse == .fresh ? .hit : .stale, once)
             } else if entry.bodyBytes <= attempt.request.maxBodyBytes {
                 let body: [UInt8]
-                switch budgeted(entry, job, cache, again: { Self.lookUp(key, mode, cache, attempt, job, once) }) {
+                switch Self.budgeted(entry, job, cache, again: { self.lookUp(key, mode, cache, attempt, job, once) }) {
                 case .wait: return
                 case .gone: return lookUp(key, mode, cache, attempt, job, once)
                 case .body(let read): body = read
                 }
                 cache.store.touch(entry)
-                let response = served(entry, body: body, url: attempt.request.url, now: now)
+                let response = Self.served(entry, body: body, url: attempt.request.url, now: now)
                 if reuse == .staleWhileRevalidate {
-                    revalidateInBackground(entry, attempt, job, cache)
+                    Self.revalidateInBackground(entry, attempt, job, cache)
                 }
                 answer(attempt, job, cache, response, reuse == .fresh ? .hit : .stale, once, entry: entry)
                 return
             }
         }
         if mode == .onlyIfCached {
-            return answer(attempt, job, cache, gatewayTimeout(attempt.request.url), .miss, once)
+            return answer(attempt, job, cache, Self.gatewayTimeout(attempt.request.url), .miss, once)
         }
         let validating = toValidate
         let toNetwork: @Sendable (String?) -> Bool = { leads in
             once.release(.success(())) {
-                if let validating {
-                    attempt.request.headers += CacheRules.conditionalHeaders(for: validating.stored)
-                    job.pipeline.cache.validating = validating
+                if let validating { attempt.request.headers += CacheRules.conditionalHeaders(for: validating.stored) }
+                job.withState(of: self) { state in
+                    if let validating { state.validating = validating }
+                    state.outcome = .miss
+                    state.leads = leads
                 }
-                job.pipeline.cache.outcome = .miss
-                job.pipeline.cache.leads = leads
             }
         }
         // Downloads are not collapsed: their answers are files, not bodies to share.
@@ -80,17 +80,17 @@ extension CacheStage {
             _ = toNetwork(nil)
             return
         }
-        let collapse = collapseKey(key, headers)
+        let collapse = Self.collapseKey(key, headers)
         let leader = cache.lead(collapse, seen: generation, or: { shared in
             if let shared, shared.body.count <= attempt.request.maxBodyBytes {
                 var response = shared
                 response.url = attempt.request.url
                 response.exchange = []
-                answer(attempt, job, cache, response, .collapsed, once)
+                self.answer(attempt, job, cache, response, .collapsed, once)
             } else {
                 _ = toNetwork(nil)
             }
-        }, again: { Self.lookUp(key, mode, cache, attempt, job, once) })
+        }, again: { self.lookUp(key, mode, cache, attempt, job, once) })
         // A leader cancelled meanwhile must not leave its followers waiting.
         if leader && !toNetwork(collapse) { cache.finishCollapse(collapse, sharing: nil) }
     }
@@ -100,13 +100,13 @@ extension CacheStage {
         return Hold(
             start: { release in
                 once.arm(release)
-                cache.blocking.execute { Self.serveStored(serve, cache, attempt, job, once) }
+                cache.blocking.execute { self.serveStored(serve, cache, attempt, job, once) }
             },
             cancel: { error in once.release(.failure(error)) })
     }
 
     /// After a 304 (the stored response freshened) or an error stale-if-error covers.
-    private static func serveStored(_ serve: Serve, _ cache: HTTPCache, _ attempt: Attempt, _ job: Job, _ once: PendingRelease) {
+    private func serveStored(_ serve: Serve, _ cache: HTTPCache, _ attempt: Attempt, _ job: Job, _ once: PendingRelease) {
         let now = cache.now()
         var entry: CacheStore.Entry
         let outcome: CacheOutcome
@@ -122,25 +122,27 @@ extension CacheStage {
         case .refetch:
             return
         }
-        let leads = job.pipeline.cache.leads
+        let leads = job.state(of: self).leads
         if job.spec.kind == .download {
             return substitute(entry, attempt, job, cache, outcome, once)
         }
-        let read = budgeted(entry, job, cache, again: { Self.serveStored(serve, cache, attempt, job, once) })
+        let read = Self.budgeted(entry, job, cache, again: { self.serveStored(serve, cache, attempt, job, once) })
         if case .wait = read { return }
         guard case .body(let body) = read else {
             // The body went (evicted, purged): a plain request.
             once.release(.success(())) {
-                job.pipeline.cache.validating = nil
-                job.pipeline.cache.outcome = .miss
+                job.withState(of: self) { state in
+                    state.validating = nil
+                    state.outcome = .miss
+                }
             }
             return
         }
-        let response = served(entry, body: body, url: attempt.request.url, now: now)
+        let response = Self.served(entry, body: body, url: attempt.request.url, now: now)
         if let leads {
             let fresh = outcome == .revalidated
                 && CacheRules.reuse(entry.stored, mode: .default, requestHeaders: attempt.request.headers, now: now) == .fresh
-            job.pipeline.cache.leads = nil
+            job.withState(of: self) { $0.leads = nil }
             cache.finishCollapse(leads, sharing: fresh ? response : nil)
         }
         answer(attempt, job, cache, response, outcome, once, entry: entry)
@@ -174,12 +176,14 @@ extension CacheStage {
     /// the download's own writer (so the digest and the landing are a transfer's), block by
     /// block. A body gone meanwhile fails the attempt (kind `other`), which the retry policy
     /// judges.
-    private static func substitute(_ entry: CacheStore.Entry, _ attempt: Attempt, _ job: Job, _ cache: HTTPCache,
+    private func substitute(_ entry: CacheStore.Entry, _ attempt: Attempt, _ job: Job, _ cache: HTTPCache,
                                    _ outcome: CacheOutcome, _ once: PendingRelease) {
         once.release(.success(())) {
-            job.pipeline.cache.used = entry
-            job.pipeline.cache.outcome = outcome
-            job.pipeline.cache.served = true
+            job.withState(of: self) { state in
+                state.used = entry
+                state.outcome = outcome
+                state.served = true
+            }
             attempt.substitute = Substitute { attempt, _ in
                 guard case .file(let target) = attempt.request.destination else {
                     return Substitute.Made(outcome: .failure(TransferError(.other, "a download without its file")))
@@ -188,7 +192,7 @@ extension CacheStage {
                     return Substitute.Made(outcome: .failure(TransferError(.other, "the stored answer is gone")))
                 }
                 defer { close(fd) }
-                var response = served(entry, body: [], url: attempt.request.url, now: cache.now())
+                var response = Self.served(entry, body: [], url: attempt.request.url, now: cache.now())
                 switch KnownBody.write(contentsOf: fd, status: entry.stored.status, headers: response.headers, to: target) {
                 case .success(let written):
                     response.download = written.download
@@ -202,27 +206,16 @@ extension CacheStage {
         }
     }
 
-    private static func answer(_ attempt: Attempt, _ job: Job, _ cache: HTTPCache, _ response: HTTPResponse,
+    private func answer(_ attempt: Attempt, _ job: Job, _ cache: HTTPCache, _ response: HTTPResponse,
                                _ outcome: CacheOutcome, _ once: PendingRelease, entry: CacheStore.Entry? = nil) {
         let reserved = outcome == .collapsed || entry == nil || job.bodyBudget == nil ? 0 : response.body.count
         let taken = once.release(.success(())) {
-            attempt.answeredByHold = .success(response)
-            job.pipeline.cache.reserved = reserved
-            job.pipeline.cache.used = entry
-            job.pipeline.cache.outcome = outcome
-            job.pipeline.cache.served = true
-            if cache.httpLog.isEnabled {
-                var request = attempt.request
-                request.recordsExchange = true
-                var answered = response
-                var hop = ExchangeHop(url: request.url, method: request.method)
-                hop.requestHeaders = request.headers
-                hop.httpVersion = response.httpVersion
-                hop.status = response.status
-                hop.responseHeaders = Array(response.headers)
-                answered.exchange = [hop]
-                job.record(Job.AttemptRecord(number: attempt.number, startedAt: Date(), request: request,
-                                             outcome: .success(answered), ruleSecrets: attempt.secrets))
+            job.withState(of: self) { state in
+                state.heldAnswer = .success(response)
+                state.reserved = reserved
+                state.used = entry
+                state.outcome = outcome
+                state.served = true
             }
         }
         // Cancelled meanwhile: what the body took goes back now.

@@ -8,9 +8,9 @@ import JSONRPC
 /// under) and before the host's limits (a hit takes no host slot). For a GET it may use:
 ///
 /// - a hold that looks the request up on the blocking threads (SQLite and the body file are
-///   never touched on the engine thread) and either answers it (`Attempt.answeredByHold`: a
-///   hit, a stale answer, only-if-cached's 504), sends it on with validators, or queues it
-///   behind an identical request in flight (collapsing);
+///   never touched on the engine thread) and either answers it (`answerAfterHold`: a hit, a
+///   stale answer, only-if-cached's 504), sends it on with validators, or queues it behind an
+///   identical request in flight (collapsing);
 /// - after the attempt, stores the answer (on the blocking threads), or on a 304 / an error
 ///   that stale-if-error covers, asks for the job's next step (`.next`), which this stage
 ///   answers from the stored response (freshened by the 304's headers);
@@ -18,6 +18,8 @@ import JSONRPC
 ///
 /// Without --cache-dir (`cache` nil) it costs one comparison per attempt.
 final class CacheStage: Stage {
+    typealias State = CacheState
+
     /// Where an answer is stored: the URL, and a digest of what makes it one user's
     /// (Authorization, a rule's headers, Cookie, the jar, a client certificate, the route to
     /// the server).
@@ -39,8 +41,9 @@ final class CacheStage: Stage {
             return mode == .onlyIfCached ? .answer(.success(Self.gatewayTimeout(attempt.request.url))) : .proceed
         }
         if mode != .default { attempt.request.headers += CacheRules.modeHeaders(mode, existing: attempt.request.headers) }
-        var state = job.pipeline.cache
-        defer { job.pipeline.cache = state }
+        // Read, changed and written back by this step alone (the holds start after it).
+        var state = job.state(of: self)
+        defer { job.withState(of: self) { $0 = state } }
         state.served = false
         state.pending = nil
         if let serve = state.serveNext {
@@ -74,8 +77,8 @@ final class CacheStage: Stage {
 
     func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) {
         guard let cache else { return }
-        var state = job.pipeline.cache
-        defer { job.pipeline.cache = state }
+        var state = job.state(of: self)
+        defer { job.withState(of: self) { $0 = state } }
         if state.reserved > 0 {
             // A body read from the store is the answer's now, as a transfer's at its end.
             job.bodyBudget?.released(job.transferID, holding: state.reserved)
@@ -152,26 +155,40 @@ final class CacheStage: Stage {
 
     /// A 304 or an error covered by stale-if-error: the next step answers from the store.
     func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict {
-        guard cache != nil, let pending = job.pipeline.cache.pending else { return .pass }
-        job.pipeline.cache.pending = nil
-        job.pipeline.cache.serveNext = pending
-        return .next
+        guard cache != nil else { return .pass }
+        let next = job.withState(of: self) { state -> Bool in
+            guard let pending = state.pending.take() else { return false }
+            state.serveNext = pending
+            return true
+        }
+        return next ? .next : .pass
     }
 
-    func jobEnded(_ job: Job, _ answer: Result<JSONValue, any Error>) {
+    /// What the lookup or the serving step found: the attempt ends with it.
+    func answerAfterHold(_ attempt: Attempt, _ job: Job) -> AttemptOutcome? {
+        guard cache != nil else { return nil }
+        return job.withState(of: self) { $0.heldAnswer.take() }
+    }
+
+    func report(_ job: Job, into report: inout JobReport) {
+        guard cache != nil else { return }
+        let state = job.state(of: self)
+        report.cache = state.outcome
+        report.cacheEntry = (state.used ?? state.validating)?.stored
+    }
+
+    func jobEnded(_ job: Job, _ ending: JobEnding) {
         guard let cache else { return }
-        if let leads = job.pipeline.cache.leads {
-            job.pipeline.cache.leads = nil
-            cache.finishCollapse(leads, sharing: nil)
+        let (leads, outcome, landing) = job.withState(of: self) { state in
+            (state.leads.take(), state.outcome, state.landing.take())
         }
-        if let outcome = job.pipeline.cache.outcome { cache.count(outcome) }
-        if let landing = job.pipeline.cache.landing, case .success(let result) = answer,
-           let path = result.objectValue?["path"]?.stringValue, result.objectValue?["bytes"]?.integerValue == Int(landing.bytes) {
-            job.pipeline.cache.landing = nil
+        if let leads { cache.finishCollapse(leads, sharing: nil) }
+        if let outcome { cache.count(outcome) }
+        if let landing, case .finished(_, let landed?) = ending, landed.bytes == landing.bytes {
             // A download is answered on the blocking threads: opened here, before the client
             // hears of it, so the file copied is the one downloaded (the checked open: a
             // regular file, not through a link).
-            guard let fd = try? LocalFile.openForReading(path, followLinks: false) else { return }
+            guard let fd = try? LocalFile.openForReading(landed.path, followLinks: false) else { return }
             cache.store(key: landing.key, varyKey: landing.varyKey, stored: landing.stored, file: fd, bytes: landing.bytes,
                         replacing: landing.replacing)
         }

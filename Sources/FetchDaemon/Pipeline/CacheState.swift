@@ -20,4 +20,16 @@ struct CacheState: Sendable {
     var reserved = 0
     /// The stored response that answered, or that the validators came from.
     var used: CacheStore.Entry?
+    /// What a hold found, taken by `answerAfterHold`.
+    var heldAnswer: AttemptOutcome?
+}
+
+extension CacheState: JobState {}
+
+extension Optional {
+    /// The value, leaving nil behind.
+    mutating func take() -> Wrapped? {
+        defer { self = nil }
+        return self
+    }
 }

@@ -2,14 +2,19 @@ import FetchEngine
 
 /// The request's `maxTime`: one limit on the whole job, every attempt, host wait and retry
 /// wait included (curl's `-m`). Each attempt's timeouts are cut to what is left of it; an
-/// attempt that would start past it, or a failure at it, ends the job with kind `timeout`.
-/// The retry stage asks `refusesWait` before it schedules a wait the deadline would cut.
+/// attempt that would start past it, a failure at it, or a retry whose wait would end past
+/// it (`review`) ends the job with kind `timeout`.
 final class DeadlineStage: Stage {
+    let clock: JobClock
+
+    init(clock: JobClock = .system) {
+        self.clock = clock
+    }
+
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         guard let deadline = job.deadline else { return .proceed }
-        let left = deadline - ContinuousClock.now
-        let leftMs = Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000)
-        guard leftMs > 0 else { return .answer(.failure(Self.expired(job, attempts: attempt.number - 1))) }
+        let leftMs = Int(((deadline - clock.now()) * 1000).rounded(.down))
+        guard leftMs > 0 else { return .answer(.failure(expired(job, attempts: attempt.number - 1))) }
         attempt.request.timeoutMs = min(attempt.request.timeoutMs, leftMs)
         attempt.request.connectTimeoutMs = min(attempt.request.connectTimeoutMs, leftMs)
         return .proceed
@@ -17,19 +22,20 @@ final class DeadlineStage: Stage {
 
     func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict {
         guard let deadline = job.deadline, case .failure(let failed as JobFailed) = outcome,
-              failed.error.kind == .timeout, ContinuousClock.now >= deadline - .milliseconds(20) else { return .pass }
-        return .fail(Self.expired(job, attempts: attempt.number))
+              failed.error.kind == .timeout, clock.now() >= deadline - 0.020 else { return .pass }
+        return .fail(expired(job, attempts: attempt.number))
     }
 
-    /// Whether a retry wait of `delay` seconds would end past the deadline: the job then fails now.
-    static func refusesWait(_ delay: Double, _ job: Job) -> Bool {
-        guard let deadline = job.deadline else { return false }
-        return ContinuousClock.now + .milliseconds(Int64(delay * 1000)) >= deadline
+    /// A retry whose wait would end past the deadline: the job fails now.
+    func review(_ attempt: Attempt, _ decision: inout JobMachine.Decision, _ outcome: inout AttemptOutcome, _ job: Job) {
+        guard case .again(let delay, _) = decision, let deadline = job.deadline,
+              clock.now() + (delay * 1000).rounded(.towardZero) / 1000 >= deadline else { return }
+        decision = .final
+        outcome = .failure(expired(job, attempts: attempt.number))
     }
 
-    static func expired(_ job: Job, attempts: Int) -> JobFailed {
-        let elapsed = ContinuousClock.now - job.startedAt
-        let ms = elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+    func expired(_ job: Job, attempts: Int) -> JobFailed {
+        let ms = Int((job.elapsed * 1000).rounded(.down))
         let limit = job.spec.model.maxTime ?? 0
         var error = TransferError(.timeout, "maxTime of \(limit) s reached after \(attempts) attempt\(attempts == 1 ? "" : "s") in \(ms / 1000).\(ms % 1000 / 100) s")
         error.curlCode = 28
@@ -38,8 +44,8 @@ final class DeadlineStage: Stage {
 }
 
 extension Job {
-    /// When the request's `maxTime` runs out (nil: no limit).
-    var deadline: ContinuousClock.Instant? {
-        spec.model.maxTime.map { startedAt + .milliseconds(Int64(($0 * 1000).rounded(.up))) }
+    /// When the request's `maxTime` runs out, on `clock.now` (nil: no limit).
+    var deadline: Double? {
+        spec.model.maxTime.map { startedAt + ($0 * 1000).rounded(.up) / 1000 }
     }
 }

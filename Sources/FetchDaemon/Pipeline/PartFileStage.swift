@@ -57,9 +57,9 @@ final class PartFileStage: Stage, @unchecked Sendable {
         return .next
     }
 
-    func jobEnded(_ job: Job, _ answer: Result<JSONValue, any Error>) {
+    func jobEnded(_ job: Job, _ ending: JobEnding) {
         // A job cancelled between a 416 and the next step: that file holds nothing to resume.
         if startOver { part.remove() }
-        if case .failure = answer { part.removeIfEmpty() }
+        if !ending.succeeded { part.removeIfEmpty() }
     }
 }

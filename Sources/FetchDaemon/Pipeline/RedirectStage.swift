@@ -5,7 +5,7 @@ import FetchEngine
 /// redirects) has each of its 3xx answers judged here as `.follow`, and the job's next step
 /// goes to the hop, as the same attempt. First of the stages, so every stage prepares the
 /// hop's request: the rule of the hop's origin (or none), the cache under the hop's URL, the
-/// hop host's limits, the jar, the HTTP log. The final answer counts every hop in (`settled`);
+/// hop host's limits, the jar, the HTTP log. The final answer counts every hop in (`review`);
 /// a retry starts over from the job's own URL, as libcurl's would.
 final class RedirectStage: Stage {
     typealias State = RedirectFollowing
@@ -41,7 +41,7 @@ final class RedirectStage: Stage {
         }
     }
 
-    func settled(_ attempt: Attempt, _ decision: JobMachine.Decision, _ outcome: inout AttemptOutcome, _ job: Job) {
+    func review(_ attempt: Attempt, _ decision: inout JobMachine.Decision, _ outcome: inout AttemptOutcome, _ job: Job) {
         switch decision {
         // A retry starts over from the job's own URL, as libcurl's would.
         case .again:

@@ -85,15 +85,18 @@ final class ResumableUploadStage: Stage, @unchecked Sendable {
             guard answer.status != 404 else { return .final }
             // A refused chunk while the session is active (a wrong offset after a silent
             // re-send, say) is resolved by asking the server where it stands.
-            job.pipeline.retry.failures += 1
-            guard job.pipeline.retry.failures < job.spec.retryPolicy.maxAttempts else { return .final }
+            let failures = job.withRetry { retry in
+                retry.failures += 1
+                return retry.failures
+            }
+            guard failures < job.spec.retryPolicy.maxAttempts else { return .final }
             return .next
         }
         return .next
     }
 
-    func jobEnded(_ job: Job, _ answer: Result<JSONValue, any Error>) {
-        guard case .failure(is JobCancelled) = answer, let request = try? sessionRequest(base: job.spec.request, headers: session.cancelHeaders()) else {
+    func jobEnded(_ job: Job, _ ending: JobEnding) {
+        guard ending.isCancelled, let request = try? sessionRequest(base: job.spec.request, headers: session.cancelHeaders()) else {
             return
         }
         // Tells the server to drop the session; nobody waits for its answer.

@@ -5,6 +5,12 @@ import FoundationEssentials
 /// and failures worth another try, the attempt budget). Only statuses and transfer failures
 /// are retried, never a cancel or a local error.
 final class RetryStage: Stage {
+    let clock: JobClock
+
+    init(clock: JobClock = .system) {
+        self.clock = clock
+    }
+
     func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict {
         let judged: RetryPolicy.Outcome
         switch outcome {
@@ -16,13 +22,12 @@ final class RetryStage: Stage {
             return .final
         }
         if judged.isFinalSuccess { return .pass }
-        let elapsed = ContinuousClock.now - job.startedAt
+        let now = clock.wall(), elapsed = job.elapsed
         // Drawn at the first retry: no getrandom per request.
-        let decision = job.pipeline.retry.judge(judged, policy: job.spec.retryPolicy, now: Date(),
-                                                elapsed: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
-                                                drawJitter: { Double.random(in: 0..<1) })
+        let decision = job.withRetry { retry in
+            retry.judge(judged, policy: job.spec.retryPolicy, now: now, elapsed: elapsed, drawJitter: { Double.random(in: 0..<1) })
+        }
         guard case .retry(let wait, let reason) = decision else { return .pass }
-        if DeadlineStage.refusesWait(wait, job) { return .fail(DeadlineStage.expired(job, attempts: attempt.number)) }
         return .again(delay: wait, reason: reason)
     }
 }

@@ -4,28 +4,38 @@ import JSONRPC
 /// One concern of a request's life (host limits, retries, a download's part file, ...): a
 /// stage may change each attempt's request, answer it without the network, hold it until
 /// something allows it, and judge how it ended. `Pipeline` lists the stages of every kind of
-/// job, in order, in one place; `JobDriver` calls them:
+/// job, in order, in one place, beside the observers; `JobDriver` calls them:
 ///
-/// - `prepare`, in the chain's order, before every attempt;
+/// - `prepare`, in the chain's order, before every attempt (and `answerAfterHold` when the
+///   stage's hold releases it);
 /// - `ended`, in reverse order, after every attempt that a stage prepared (whatever happens
 ///   next: this is where a stage gives back what it took);
 /// - `judge`, in reverse order (the stage nearest the network first), until one decides: the
-///   outcome is final, or another attempt follows;
+///   outcome is final, or another attempt follows; then `review`, in the same order;
+/// - `report`, when the answer or the HTTP log is made;
 /// - `jobEnded`, once, when the job is answered.
 ///
+/// What a stage keeps for a job lives in the job (`State`, `Job.withState(of:)`), never in
+/// the stage, the attempt or the driver; shared services (the host's limits, the clock, the
+/// blocking threads) come in through `JobServices`, and a stage never calls another.
 /// Stages are classes: a job's list of them is a list of references (an existential of a
-/// class is a pointer, copied with a retain). The stages of one job are called one at a time, in the order of the job's life, never
-/// concurrently; `prepare` runs on a worker thread for jobs that use local files
-/// (`JobSpec.preparesOnWorker`), so it may then do blocking file work.
+/// class is a pointer, copied with a retain). The stages of one job are called one at a
+/// time, in the order of the job's life; `prepare` runs on a worker thread for jobs that use
+/// local files (`JobSpec.preparesOnWorker`), so it may then do blocking file work.
 protocol Stage: PipelineMember {
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation
+    /// The stage's hold released the attempt: what it found may answer it now, as `.answer`
+    /// would (a cache hit, read from disk off the engine thread); nil: the attempt goes on.
+    func answerAfterHold(_ attempt: Attempt, _ job: Job) -> AttemptOutcome?
     func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job)
     func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict
-    /// The attempt is judged: what comes next is `decision`. A final outcome may be amended
-    /// here (a redirect the daemon followed counts its hops in).
-    func settled(_ attempt: Attempt, _ decision: JobMachine.Decision, _ outcome: inout AttemptOutcome, _ job: Job)
-    /// The job is answered (`answer`: its result, or why it failed or was cancelled).
-    func jobEnded(_ job: Job, _ answer: Result<JSONValue, any Error>)
+    /// The attempt is judged (`decision`, nearest the network first): a stage may still end
+    /// the job instead of a retry (a wait past the deadline), or amend a final outcome (a
+    /// redirect the daemon followed counts its hops in).
+    func review(_ attempt: Attempt, _ decision: inout JobMachine.Decision, _ outcome: inout AttemptOutcome, _ job: Job)
+    /// The job is answered: how it ended (its status and a download's file, or why it failed
+    /// or was cancelled).
+    func jobEnded(_ job: Job, _ ending: JobEnding)
     /// What the stage tells the job's answer and its HTTP log (the host's queue time, the
     /// cache's outcome, the stub that answered), from its state.
     func report(_ job: Job, into report: inout JobReport)
@@ -33,10 +43,11 @@ protocol Stage: PipelineMember {
 
 extension Stage {
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation { .proceed }
+    func answerAfterHold(_ attempt: Attempt, _ job: Job) -> AttemptOutcome? { nil }
     func ended(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) {}
     func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict { .pass }
-    func settled(_ attempt: Attempt, _ decision: JobMachine.Decision, _ outcome: inout AttemptOutcome, _ job: Job) {}
-    func jobEnded(_ job: Job, _ answer: Result<JSONValue, any Error>) {}
+    func review(_ attempt: Attempt, _ decision: inout JobMachine.Decision, _ outcome: inout AttemptOutcome, _ job: Job) {}
+    func jobEnded(_ job: Job, _ ending: JobEnding) {}
     func report(_ job: Job, into report: inout JobReport) {}
 }
 
@@ -85,9 +96,8 @@ final class Attempt: @unchecked Sendable {
     /// Set by a stage that answers in the network's place once every stage has prepared the
     /// attempt (a stub: a download's part file is known by then, and every stage judges it).
     var substitute: Substitute?
-    /// Set by a stage's hold before it releases the attempt: the attempt ends there with this
-    /// outcome, as with `.answer` (a cache hit, read from disk off the engine thread).
-    var answeredByHold: AttemptOutcome?
+    /// When it was handed to the engine or to its substitute, on the job's clock.
+    var launchedAt = 0.0
 
     init(number: Int, request: HTTPRequest) {
         self.number = number

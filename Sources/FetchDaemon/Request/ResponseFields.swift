@@ -53,8 +53,7 @@ enum ResponseFields {
     static let pairwiseHeaderLimit = 32
 
     static func common(job: Job, response: HTTPResponse) -> JSONObject {
-        let elapsed = ContinuousClock.now - job.startedAt
-        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        let ms = job.elapsed * 1000
         // Room for every member an answer gets (these, cache, exchange, the body's): a literal
         // would be sized to its own ten and grow again for the next.
         var result = JSONObject(reservingCapacity: 16)
@@ -69,7 +68,7 @@ enum ResponseFields {
         let report = job.report()
         result.append(distinctKey: "timings", timings(response.timings, queuedMs: report.queuedMs))
         result.append(distinctKey: "remoteAddress", response.remoteAddress.map(JSONValue.string) ?? .null)
-        if let cache = job.pipeline.cacheOutcome { result["cache"] = .string(cache.rawValue) }
+        if let cache = report.cache { result["cache"] = .string(cache.rawValue) }
         if let stub = report.stub { result["stub"] = .string(stub) }
         if job.spec.model.exchange {
             result["exchange"] = exchange(job: job, response: response)
