@@ -9,7 +9,10 @@ monotonic clock. Client processes run test_rate_limits.CLIENT (a standalone JSON
 on its own connection)."""
 import json
 import os
+import re
 import shutil
+import socket
+import subprocess
 import tempfile
 import time
 import unittest
@@ -18,7 +21,7 @@ import urllib.request
 from harness import Daemon, RPCError, servers, wait_for
 from jobhelpers import hits, key, send_request
 from test_rate_limits import LimitCase, client_answers, max_in_window, parse_iso, start_client
-from test_redis import REDIS, RedisCase
+from test_redis import REDIS, RedisCase, RedisServer, free_port
 
 FORMS = ("ietf", "ietf-dict", "ietf-fields", "x-seconds", "github", "openai")
 
@@ -358,6 +361,100 @@ class TestFollowServerShared(RedisCase):
             with self.assertRaises(RPCError) as cm:
                 c.call("fetch", {"url": record_url(name), "cost": 12})
             self.assertEqual(cm.exception.data.get("field"), "cost")
+
+
+class TestRedisFleet(RedisCase):
+    """What a fleet's Redis does to fetchd: the keys a Cluster needs together, a failover that
+    leaves the daemon's server a replica, TLS through a local tunnel."""
+
+    def evalsha_calls(self, redis=None):
+        info = (redis or self.redis).command("INFO", "commandstats").decode(errors="replace")
+        m = re.search(r"cmdstat_evalsha:calls=(\d+)", info)
+        return int(m.group(1)) if m else 0
+
+    def test_keys_are_hash_tagged_by_host(self):
+        d, = self.start_daemons(1)
+        self.share({"requestsPerSecond": 50, "maxConcurrent": 5})
+        with d.client() as c:
+            rid = send_request(c, "fetch", {"url": f"{self.srv.test_url}/slow-headers?ms=2000", "retry": False})
+            wait_for(lambda: self.entry(d)["running"] == 1, timeout=5, message="running on a lease")
+            keys = self.redis.command("KEYS", "fetchd:*").decode(errors="replace")
+            tag = "{http://127.0.0.1:%d}" % self.srv.test_port
+            self.assertIn(f"fetchd:{tag}:tat", keys)
+            self.assertIn(f"fetchd:{tag}:leases", keys, "one slot for every key of the host")
+            c.answer_for(rid, timeout=10)
+
+    def test_a_primary_turned_replica_is_left_until_promoted(self):
+        # A failover as a daemon sees it when its address now answers as a replica: the old
+        # primary came back and follows the new one. Its writes answer READONLY.
+        other = RedisServer().start()
+        self.addCleanup(other.close)
+        d, = self.start_daemons(1)
+        self.share({"requestsPerSecond": 50, "onRedisDown": "local"})
+        name = key("failover")
+        with d.client() as c:
+            self.assertEqual(c.call("fetch", {"url": record_url(name)})["status"], 200)
+            self.assertEqual(self.redis.command("REPLICAOF", "127.0.0.1", str(other.port))[:3], b"+OK")
+            # Served on the local share meanwhile, without asking the replica over and over.
+            for _ in range(5):
+                self.assertEqual(c.call("fetch", {"url": record_url(name), "retry": False}, timeout=10)["status"], 200)
+            wait_for(lambda: c.call("getStatus")["redis"] == "down", timeout=5, message="a replica counts as down")
+            self.assertEqual(self.entry(d)["backend"], "local")
+            before = self.evalsha_calls()
+            for _ in range(20):
+                self.assertEqual(c.call("fetch", {"url": record_url(name), "retry": False}, timeout=10)["status"], 200)
+            time.sleep(1.0)
+            self.assertLess(self.evalsha_calls() - before, 5, "the replica is not asked in a loop")
+            self.assertIn("replica", d.stderr_text())
+            # Promoted again (a failover back): shared once more.
+            self.redis.command("REPLICAOF", "NO", "ONE")
+            wait_for(lambda: c.call("getStatus")["redis"] == "up", timeout=10, message="a primary again")
+            self.assertEqual(self.entry(d)["backend"], "redis")
+            before = self.evalsha_calls()
+            self.assertEqual(c.call("fetch", {"url": record_url(name)})["status"], 200)
+            self.assertGreater(self.evalsha_calls(), before, "counted in Redis again")
+        self.assertEqual(hits(name)["count"], 27, "no request lost or sent twice")
+
+    @unittest.skipIf(shutil.which("socat") is None or shutil.which("openssl") is None, "needs socat and openssl")
+    def test_tls_through_a_local_tunnel(self):
+        # Debian 12's hiredis has no TLS: fetchd talks plain Redis to a local tunnel (socat here;
+        # stunnel or spiped do the same) that speaks TLS to the real server.
+        tmp = tempfile.mkdtemp(prefix="fetchd-redis-tls-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        cert, keyfile = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-keyout", keyfile,
+                        "-out", cert, "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                       check=True, capture_output=True)
+        tls_port, tunnel_port = free_port(), free_port()
+        server = subprocess.Popen([shutil.which("redis-server"), "--port", "0", "--tls-port", str(tls_port),
+                                   "--bind", "127.0.0.1", "--tls-cert-file", cert, "--tls-key-file", keyfile,
+                                   "--tls-ca-cert-file", cert, "--tls-auth-clients", "no", "--save", "",
+                                   "--appendonly", "no", "--dir", tmp],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(server)
+        tunnel = subprocess.Popen(["socat", f"TCP-LISTEN:{tunnel_port},bind=127.0.0.1,reuseaddr,fork",
+                                   f"OPENSSL:127.0.0.1:{tls_port},cafile={cert},verify=1"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(tunnel)
+
+        def answers():
+            try:
+                with socket.create_connection(("127.0.0.1", tunnel_port), timeout=1) as sock:
+                    sock.sendall(b"PING\r\n")
+                    return sock.recv(16).startswith(b"+PONG")
+            except OSError:
+                return False
+        wait_for(answers, timeout=10, message="redis-server over TLS through socat")
+        d = Daemon("--redis", f"redis://127.0.0.1:{tunnel_port}").start()
+        self.daemons.append(d)
+        self.assertEqual(self.status(d)["redis"], "up")
+        self.share({"requestsPerSecond": 50})
+        name = key("tls")
+        with d.client() as c:
+            for _ in range(3):
+                self.assertEqual(c.call("fetch", {"url": record_url(name)})["status"], 200)
+        self.assertEqual(self.entry(d)["backend"], "redis")
+        self.assertEqual(hits(name)["count"], 3)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,11 @@ struct RedisScript: Sendable {
 /// - `fetchd-redis` runs calls: everything handed over while it was busy goes out in one
 ///   pipelined write, so each call is one round trip whatever the load. While the connection
 ///   is down, calls fail at once (`RedisUnavailable`), and the thread reconnects with backoff
-///   (0.1 s doubling to 2 s). A reply slower than `timeout` counts as Redis down.
+///   (0.1 s doubling to 2 s, back to 0.1 s once a call has succeeded). A reply slower than
+///   `timeout` counts as Redis down, and so does a server that cannot run the scripts: a
+///   replica (refused when connecting, by `ROLE`: after a failover the old primary may come
+///   back as one), or any error a script answers (`READONLY`, `LOADING`, `MASTERDOWN`, a
+///   cluster's `MOVED`...), which drops the connection.
 /// - `fetchd-redis-sub` holds a SUBSCRIBE on `channel` and hands each message over.
 ///
 /// `stateChanged(up)` is called when the command connection comes up or goes down;
@@ -82,6 +86,9 @@ final class RedisLink: Sendable {
         var connection: RedisConnection?
         var scripts: [String: String] = [:]  // name -> sha1 on this connection
         var backoff = 0.1
+        /// The connection failed: wait out the backoff before the next one (a server that
+        /// answers every script with an error must not be reconnected to in a loop).
+        var failed = false
         var first: DispatchSemaphore?
         init(first: DispatchSemaphore) { self.first = first }
     }
@@ -97,12 +104,17 @@ final class RedisLink: Sendable {
     @inline(never)
     private func callStep(_ loop: CallLoop) -> Bool {
         if loop.connection == nil {
+            if loop.failed {
+                loop.failed = false
+                _ = wakeup.wait(timeout: .now() + loop.backoff)
+                loop.backoff = min(loop.backoff * 2, 2.0)
+            }
             do {
                 let made = try RedisConnection(url, timeout: timeout, readTimeout: true)
+                try Self.checkPrimary(made, url: url)
                 loop.connection = made
                 loop.scripts = [:]
-                loop.backoff = 0.1
-                state.withLock { $0.up = true; $0.lastError = "" }
+                state.withLock { $0.up = true }
                 log.info("redis \(url): connected")
                 stateChanged(true)
             } catch {
@@ -128,12 +140,24 @@ final class RedisLink: Sendable {
         guard let live = loop.connection else { return !stopping }
         do {
             if probe { _ = try live.command(["PING"]) }
-            if !calls.isEmpty { try run(calls, on: live, scripts: &loop.scripts) }
+            if !calls.isEmpty {
+                try run(calls, on: live, scripts: &loop.scripts)
+                loop.backoff = 0.1
+                state.withLock { $0.lastError = "" }
+            }
         } catch {
             loop.connection = nil
+            loop.failed = true
             goDown(error, failing: calls)
         }
         return !stopping
+    }
+
+    /// Shared limits write: a replica (`ROLE` answers `slave`) is refused like a server that
+    /// cannot be reached, until it is promoted. A user not allowed `ROLE` is taken at its word.
+    private static func checkPrimary(_ connection: RedisConnection, url: RedisURL) throws(RedisUnavailable) {
+        guard case .array(let parts) = try connection.command(["ROLE"]), let role = parts.first?.text, role != "master" else { return }
+        throw RedisUnavailable(description: "\(url) is a \(role == "slave" ? "replica" : role), not a primary: shared limits need one that takes writes")
     }
 
     /// Never set: the link lives as long as the daemon. The loops test it so that they are
@@ -154,6 +178,15 @@ final class RedisLink: Sendable {
             scripts[calls[index].script.name] = try load(calls[index].script, on: live)
             replies[index] = try live.command(command(calls[index]))
         }
+        // Any other error is the server's state, not the call's (the scripts and their
+        // arguments are the daemon's own): a replica since a failover (READONLY), a server
+        // still loading its data, a cluster whose slot moved. Asked again at once, it would
+        // answer the same: the link goes down and tries again with backoff.
+        for (call, reply) in zip(calls, replies) {
+            if case .error(let message) = reply {
+                throw RedisUnavailable(description: "Redis answered the \(call.script.name) script with \(message)")
+            }
+        }
         for (call, reply) in zip(calls, replies) { call.done(.success(reply)) }
     }
 
@@ -166,13 +199,15 @@ final class RedisLink: Sendable {
     }
 
     private func goDown(_ error: RedisUnavailable, failing calls: [Call]) {
-        let queued = state.withLock { s -> [Call] in
+        let (queued, report) = state.withLock { s -> ([Call], Bool) in
             s.up = false
+            // The same failure again before any call succeeded: said once.
+            let report = s.lastError != error.description
             s.lastError = error.description
             defer { s.calls = [] }
-            return s.calls
+            return (s.calls, report)
         }
-        log.error("redis \(url): \(error.description); shared limits fall back until it is back")
+        if report { log.error("redis \(url): \(error.description); shared limits fall back until it is back") }
         stateChanged(false)
         for call in calls + queued { call.done(.failure(error)) }
     }
