@@ -453,6 +453,15 @@ class TestStreamMode(FdCase):
         for member in ("body", "bodyBase64", "json"):
             self.assertNotIn(member, result)
 
+    def test_redirects_followed_send_the_last_head(self):
+        job = key("redirect")
+        got, result, error = self.stream({"url": f"{self.srv.test_url}/redirect/2", "responseBody": "stream", "jobId": job})
+        self.assertIsNone(error)
+        heads = [p for _, p in got.of("responseHead", job)]
+        self.assertEqual([(h["status"], h["url"]) for h in heads], [(200, f"{self.srv.test_url}/redirect/0")])
+        self.assertEqual(self.reassemble(got, job), b"done")
+        self.assertEqual(result["redirects"], 2)
+
     def test_retried_status_sends_one_head(self):
         name = key("flaky")
         job = key("stream")
