@@ -7,12 +7,12 @@ import JSONRPC
 /// the answer without a body member (`bytes` sent). Each chunk counts against the
 /// connection's body budget before it is sent (`NotificationOutlet`): a client that does not
 /// read pauses this transfer, and nothing else.
-final class NotificationDelivery: BodyDelivery, BodyReceiver {
+final class NotificationDelivery: OutletDelivery {
     private let policy: RetryPolicy
     private let state = Locked(State())
+    let slot = OutletSlot()
 
     private struct State {
-        var outlet: NotificationOutlet?
         /// A head was sent: from then on the job is not retried.
         var headSent = false
         /// Body bytes sent so far (the next chunk's offset).
@@ -26,25 +26,14 @@ final class NotificationDelivery: BodyDelivery, BodyReceiver {
         self.policy = policy
     }
 
-    var receiver: (any BodyReceiver)? { self }
-
     var delivered: Int64? {
         state.withLock { $0.headSent ? $0.sent : nil }
     }
 
-    func bind(_ job: Job) {
-        state.withLock { s in
-            if s.outlet == nil { s.outlet = NotificationOutlet(job: job) }
-        }
-    }
-
-    private var outlet: NotificationOutlet? { state.withLock { $0.outlet } }
-
     func deliverRest(_ response: HTTPResponse, _ job: Job, then done: @escaping @Sendable ((any Error)?) -> Void) {
         bind(job)
         guard response.streamedBytes == nil, let outlet else { return done(nil) }
-        sendHead(ResponseHead(status: response.status, headers: response.headers, httpVersion: response.httpVersion,
-                              url: response.url), outlet)
+        sendHead(ResponseHead(of: response), outlet)
         var offset = 0
         while offset < response.body.count {
             let end = min(offset + Self.chunkBytes, response.body.count)
@@ -63,10 +52,7 @@ final class NotificationDelivery: BodyDelivery, BodyReceiver {
 
     private func sendHead(_ head: ResponseHead, _ outlet: NotificationOutlet) {
         state.withLock { $0.headSent = true }
-        outlet.send("responseHead", [
-            "jobId": .string(outlet.jobID), "status": JSONValue(head.status), "headers": ResponseFields.headers(head.headers),
-            "httpVersion": .string(head.httpVersion), "url": .string(head.url),
-        ])
+        outlet.sendHead(head)
     }
 
     /// A chunk's params; counts it as sent.

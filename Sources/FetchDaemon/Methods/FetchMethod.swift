@@ -65,7 +65,13 @@ extension FetchMethod.Params {
         // A body that streams: delivered as it arrives, and judged first (BodyDeliveryStage).
         let streams = passed.delivery(mode: bodyMode, policy: model.retryPolicy)
         passed.apply(to: &request, delivery: streams)
-        let stages = passed.stage(delivery: streams).map { Pipeline.stages(services, adding: [$0]) } ?? Pipeline.stages(services)
+        var stages = passed.stage(delivery: streams).map { Pipeline.stages(services, adding: [$0]) } ?? Pipeline.stages(services)
+        if let events = streams as? EventsDelivery {
+            // Every connection asks for the stream (a reconnection with Last-Event-ID) before
+            // any stage sees it, and none is answered or collapsed by the HTTP cache.
+            stages.insert(EventStreamStage(delivery: events), at: 0)
+            model.cache = .noStore
+        }
         let delivery: any BodyDelivery = streams ?? whole
         return JobSpec(
             kind: .fetch, model: model, request: request, stages: stages, delivery: streams,

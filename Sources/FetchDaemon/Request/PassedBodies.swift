@@ -70,8 +70,12 @@ struct PassedBodies {
     /// The delivery of a response body that streams (nil: it comes whole in the answer).
     func delivery(mode: ResponseBody.Mode, policy: RetryPolicy) -> (any BodyDelivery)? {
         if let to { return DescriptorDelivery(sink: to, policy: policy) }
-        if mode == .stream { return NotificationDelivery(policy: policy) }
-        return nil
+        switch mode {
+        case .stream: return NotificationDelivery(policy: policy)
+        case .lines: return LinesDelivery(policy: policy)
+        case .events: return EventsDelivery()
+        case .auto, .text, .base64, .json, .none: return nil
+        }
     }
 
     /// The request as these bodies make it: the response to the delivery's receiver, the

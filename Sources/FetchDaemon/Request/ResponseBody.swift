@@ -8,9 +8,13 @@ enum ResponseBody {
         case auto, text, base64, json, none
         /// `responseHead`, then `bodyChunk` notifications (`NotificationDelivery`; fetch only).
         case stream
+        /// `responseHead`, then a `bodyLine` notification per line (`LinesDelivery`; fetch only).
+        case lines
+        /// Server-Sent Events: `sseEvent` notifications, reconnecting (`EventsDelivery`; fetch only).
+        case events
 
         /// The body goes to the client as it arrives, not in the answer.
-        var streams: Bool { self == .stream }
+        var streams: Bool { self == .stream || self == .lines || self == .events }
     }
 
     /// `responseBody` and `maxBodyBytes`. `streaming`: the method takes the modes that stream
@@ -32,7 +36,7 @@ enum ResponseBody {
     /// JSON it comes back as auto would, with `jsonError` saying why.
     static func add(_ body: [UInt8], mode: Mode, to result: inout JSONObject) {
         switch mode {
-        case .none, .stream: break
+        case .none, .stream, .lines, .events: break
         case .base64: result.append(distinctKey: "bodyBase64", .string(Data(body).base64EncodedString()))
         case .text: result.append(distinctKey: "body", .string(String(decoding: body, as: UTF8.self)))
         case .auto: addAuto(body, to: &result)
