@@ -2,11 +2,14 @@
 reconnection) against the real daemon and the test server's /ndjson and /sse routes, and a
 stub whose body is an event stream (protocol.md "Streaming bodies")."""
 import json
+import socket
 import time
+import urllib.parse
 import urllib.request
 
 from harness import DaemonTestCase
 from jobhelpers import Collected, collect, collect_more, key, send_request
+from test_streaming_fd import rss_mb
 
 HEAD_KEYS = {"jobId", "status", "headers", "httpVersion", "url"}
 
@@ -80,6 +83,44 @@ class TestLines(StreamingCase):
         self.assertEqual(got.of("bodyLine", job), [])
         self.assertAlive()
 
+    def test_a_client_that_reads_late_pauses_its_lines_and_loses_none(self):
+        n = 60000  # lines of about 1 KB: 62 MB, twice the connection's budget
+        pid = self.daemon.proc.pid
+        self.fetch({"url": f"{self.srv.test_url}/json"})
+        base = rss_mb(pid)
+        job = key("late")
+        lazy = self.daemon.client()
+        lazy.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+        rid = send_request(lazy, "fetch", {"url": f"{self.srv.test_url}/ndjson?lines={n}&pad=1000&chunk=65536",
+                                           "responseBody": "lines", "jobId": job, "timeout": 300})
+        peak = 0.0
+        with self.daemon.client() as other:
+            for _ in range(10):
+                started = time.monotonic()
+                self.assertEqual(other.call("ping", timeout=10), "pong")
+                self.assertLess(time.monotonic() - started, 1.0, "another client waits for the one that does not read")
+                peak = max(peak, rss_mb(pid))
+                time.sleep(0.2)
+            # The transfer stops where the budget is full, well before the end of the body.
+            samples = []
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and (len(samples) < 2 or samples[-1] != samples[-2]):
+                entry = [j for j in other.call("listJobs")["jobs"] if j["jobId"] == job]
+                self.assertEqual(len(entry), 1, "the job should still be running, paused")
+                samples.append(entry[0]["receivedBytes"])
+                peak = max(peak, rss_mb(pid))
+                time.sleep(0.5)
+            self.assertEqual(samples[-1], samples[-2], f"the transfer should be paused: received {samples}")
+            self.assertLess(samples[-1], 55 << 20, f"the transfer should be paused, not read to the end: {samples}")
+        self.assertLess(peak - base, 64, f"RSS grew from {base:.1f} MiB to {peak:.1f} MiB")
+        got = collect(lazy, rid, timeout=120)
+        lazy.close()
+        self.assertIn("result", got.answer, got.answer)
+        numbers = [json.loads(p["line"])["n"] for _, p in got.of("bodyLine", job)]
+        self.assertEqual(len(numbers), n)
+        self.assertEqual(numbers, list(range(n)), "a line was lost or sent twice across the pauses")
+        self.assertEqual(got.answer["result"]["lines"], n)
+
     def test_lines_of_a_stub_body(self):
         stub_set = key("set")
         url = "http://lines.invalid/log"
@@ -134,6 +175,21 @@ class TestEvents(StreamingCase):
                 self.assertEqual([r["lastEventId"] for r in log], [None, "2", "4", "6"])
                 gaps = [b["time"] - a["time"] for a, b in zip(log, log[1:])]
                 self.assertTrue(all(gap >= 0.29 for gap in gaps), f"reconnected sooner than the server's retry: {gaps}")
+
+    def test_a_redirect_to_an_event_stream(self):
+        name = key("moved")
+        job = key("events")
+        target = urllib.parse.quote(f"/sse/{name}?events=2&retry=20", safe="")
+        got, result, error = self.stream({"url": f"{self.srv.test_url}/redirect-to?url={target}",
+                                          "responseBody": "events", "jobId": job})
+        self.assertIsNone(error, got.answer)
+        self.assertEqual([e["data"] for e in self.events_of(got, job)], ["event 1", "event 2"])
+        heads = self.heads(got, job)
+        self.assertEqual([h["status"] for h in heads], [200])
+        self.assertIn(f"/sse/{name}", heads[0]["url"])
+        self.assertEqual((result["status"], result["events"], result["reconnects"]), (204, 2, 1), result)
+        # The reconnection asks the request's own URL again, and is redirected again.
+        self.assertEqual([r["lastEventId"] for r in sse_log(self.srv, name)], [None, "2"])
 
     def test_without_retry_the_wait_is_one_second(self):
         name = key("default")

@@ -88,10 +88,11 @@ Endpoints (any method unless noted):
                                  first=STATUS: the key's first request answers that status (retry-after=S adds
                                  Retry-After), as /flaky does
   /sse-log/<key>                 {"requests": [{"lastEventId", "accept", "time"}...]} seen by /sse/<key>
-  /ndjson?lines=N[&eol=lf|crlf][&unended=1][&long=BYTES][&ms=T][&chunk=B]
+  /ndjson?lines=N[&eol=lf|crlf][&unended=1][&long=BYTES][&pad=P][&ms=T][&chunk=B]
                                  N lines {"n": i, "text": "line i"} (application/x-ndjson, chunked), each ended
-                                 by eol (unended=1: the last one without); long=BYTES: one more line of BYTES
-                                 "x" before them; written in chunks of B bytes (default: one line each), T ms apart
+                                 by eol (unended=1: the last one without); pad=P adds "pad": P times "x";
+                                 long=BYTES: one more line of BYTES "x" before them; written in chunks of B
+                                 bytes (default: one line each), T ms apart
   /budget/<key>?form=F&limit=N&window=S[&ms=T]  an API with a budget of N requests per fixed window of S s
                                  (from the key's first request) that says what is left in header form F
                                  (see BUDGET_FORMS: ietf, ietf-dict, ietf-fields, x-seconds, github, openai)
@@ -527,15 +528,39 @@ class Handler(BaseHTTPRequestHandler):
     def _ndjson(self, q):
         n, chunk, ms = int(q.get("lines", "3")), int(q.get("chunk", "0")), int(q.get("ms", "0"))
         eol = b"\r\n" if q.get("eol") == "crlf" else b"\n"
-        lines = [json.dumps({"n": i, "text": f"line {i}"}).encode() for i in range(n)]
-        if "long" in q:
-            lines.insert(0, b"x" * int(q["long"]))
-        body = eol.join(lines) + (b"" if q.get("unended") == "1" else eol) if lines else b""
-        pieces = [line + eol for line in lines] if chunk <= 0 else [body[i:i + chunk] for i in range(0, len(body), chunk)]
-        if chunk <= 0 and q.get("unended") == "1" and pieces:
-            pieces[-1] = lines[-1]
+        pad = int(q.get("pad", "0"))
+
+        def lines():  # made as they are sent: a large body is never whole here
+            if "long" in q:
+                yield b"x" * int(q["long"])
+            for i in range(n):
+                doc = {"n": i, "text": f"line {i}"}
+                if pad:
+                    doc["pad"] = "x" * pad
+                yield json.dumps(doc).encode()
+
+        def pieces():
+            pending, held = b"", None
+            for line in lines():
+                if held is not None:
+                    pending += held + eol
+                held = line
+                if chunk <= 0:
+                    if pending:
+                        yield pending
+                    pending = b""
+                while chunk > 0 and len(pending) >= chunk:
+                    yield pending[:chunk]
+                    pending = pending[chunk:]
+            if held is not None:
+                pending += held + (b"" if q.get("unended") == "1" else eol)
+            while pending:
+                size = chunk if chunk > 0 else len(pending)
+                yield pending[:size]
+                pending = pending[size:]
+
         self._start_chunked("application/x-ndjson")
-        for i, piece in enumerate(pieces):
+        for i, piece in enumerate(pieces()):
             if ms and i:
                 time.sleep(ms / 1000)
             self._chunk(piece)
