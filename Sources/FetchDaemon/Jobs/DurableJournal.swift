@@ -34,7 +34,8 @@ final class DurableJournal: JobObserver {
         try store.save(record)
     }
 
-    func attemptJudged(_ attempt: Attempt, _ decision: JobMachine.Decision, _ job: Job) {
+    func attemptEnded(_ attempt: Attempt, _ outcome: AttemptOutcome, from source: AttemptSource?,
+                      then decision: JobMachine.Decision, _ job: Job) {
         guard job.durable, decision != .final, let store else { return }
         let retry = job.retry
         let counted = job.withState(of: self) { state in

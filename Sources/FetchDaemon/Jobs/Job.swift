@@ -75,6 +75,8 @@ final class Job: Sendable {
         var slots = StateSlots()
         /// What the retry policy has used so far.
         var retry = RetryState()
+        /// What the stages told about the job (the answer's queue time, cache, stub).
+        var report = JobReport()
     }
 
     /// One `attach` request: answered as the job's own request, notified if it asked.
@@ -89,6 +91,8 @@ final class Job: Sendable {
     private let cancelSeen = Atomic<Bool>(false)
     /// Whether a member has made its slot (set under the job's lock, read without it).
     private let hasSlots = Atomic<Bool>(false)
+    /// Whether a stage has told the report anything (likewise).
+    private let reported = Atomic<Bool>(false)
     var mayHaveBeenCancelled: Bool { cancelSeen.load(ordering: .sequentiallyConsistent) }
 
     /// How many daemon restarts this durable job has been resumed after (0: never).
@@ -165,6 +169,13 @@ final class Job: Sendable {
         return mutable.withLock { $0.slots.value(of: member, in: self) }
     }
 
+    /// Whether the member ever changed its state for this job (without the lock while no
+    /// member did).
+    func hasState<Member: PipelineMember>(of member: Member) -> Bool {
+        guard hasSlots.load(ordering: .acquiring) else { return false }
+        return mutable.withLock { $0.slots.has(member) }
+    }
+
     /// Changes the member's state for this job under the job's lock: `body` must not call
     /// anything that takes it again (the job's other members), nor wait.
     @discardableResult
@@ -173,6 +184,20 @@ final class Job: Sendable {
             let made = m.slots.count
             defer { if m.slots.count != made { hasSlots.store(true, ordering: .releasing) } }
             return m.slots.modify(member, in: self, body)
+        }
+    }
+
+    /// What the stages told about the job so far (one atomic load while they told nothing).
+    var report: JobReport {
+        guard reported.load(ordering: .acquiring) else { return JobReport() }
+        return mutable.withLock { $0.report }
+    }
+
+    /// A stage tells the report what it learnt (under the job's lock: `body` must not call the job).
+    func updateReport(_ body: (inout JobReport) -> Void) {
+        mutable.withLock { m in
+            body(&m.report)
+            reported.store(true, ordering: .releasing)
         }
     }
 
@@ -241,7 +266,7 @@ final class Job: Sendable {
         var cache: JSONObject? = nil
     }
 
-    var info: Info { Info(id: id, comment: comment, cache: report().harCache) }
+    var info: Info { Info(id: id, comment: comment, cache: report.harCache) }
 
     /// The download's file is at its final path (told by its answer, before the job ends).
     func noteLanded(_ file: LandedFile) {

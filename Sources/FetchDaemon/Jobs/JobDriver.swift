@@ -243,14 +243,12 @@ struct JobDriver: Sendable {
                    from: .substitute)
     }
 
-    /// The observers hear the outcome of an attempt that started or that a stage answered
-    /// (`source`); every stage that prepared it hears how it ended; then they judge it, nearest
-    /// the network first, until one decides, and review that decision.
+    /// Every stage that prepared the attempt hears how it ended; then they judge it, nearest
+    /// the network first, until one decides, and review that decision; then the observers
+    /// hear all of it (`source`: where the outcome came from; nil: the attempt never started).
     private func endAttempt(_ job: Job, _ attempt: Attempt, prepared: Int, _ outcome: AttemptOutcome,
                             from source: AttemptSource? = nil) {
-        if let source {
-            for observer in services.observers { observer.attemptEnded(attempt, outcome, from: source, job) }
-        }
+        let ended = outcome
         let stages = job.spec.stages[0..<prepared]
         for stage in stages.reversed() { stage.ended(attempt, outcome, job) }
         var decision = JobMachine.Decision.final
@@ -274,7 +272,7 @@ struct JobDriver: Sendable {
             }
         }
         for stage in stages.reversed() { stage.review(attempt, &decision, &outcome, job) }
-        for observer in services.observers { observer.attemptJudged(attempt, decision, job) }
+        for observer in services.observers { observer.attemptEnded(attempt, ended, from: source, then: decision, job) }
         handle(job, .attemptEnded(decision), carrying: .outcome(outcome))
     }
 
@@ -362,7 +360,7 @@ struct JobDriver: Sendable {
         if case .failure(let error as any RequesterOnlyDetail) = own { answer = .failure(error.withoutRequesterDetail) }
         let ending: JobEnding
         switch answer {
-        case .success: ending = .finished(status: status ?? 0, landed: job.landed)
+        case .success: ending = .finished(status: status ?? 0, landed: job.spec.kind == .download ? job.landed : nil)
         case .failure(let cancelled as JobCancelled): ending = .cancelled(cancelled.by)
         case .failure(let error): ending = .failed(error)
         }

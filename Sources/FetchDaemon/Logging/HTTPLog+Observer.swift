@@ -12,7 +12,9 @@ extension HTTPLog: JobObserver {
         if !attempt.request.recordsExchange && isEnabled { attempt.request.recordsExchange = true }
     }
 
-    func attemptEnded(_ attempt: Attempt, _ outcome: AttemptOutcome, from source: AttemptSource, _ job: Job) {
+    func attemptEnded(_ attempt: Attempt, _ outcome: AttemptOutcome, from source: AttemptSource?,
+                      then decision: JobMachine.Decision, _ job: Job) {
+        guard let source else { return }
         switch source {
         case .network, .substitute:
             guard attempt.request.recordsExchange else { return }

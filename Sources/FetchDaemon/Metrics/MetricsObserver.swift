@@ -14,7 +14,8 @@ final class MetricsObserver: JobObserver {
         self.clock = clock
     }
 
-    func attemptEnded(_ attempt: Attempt, _ outcome: AttemptOutcome, from source: AttemptSource, _ job: Job) {
+    func attemptEnded(_ attempt: Attempt, _ outcome: AttemptOutcome, from source: AttemptSource?,
+                      then decision: JobMachine.Decision, _ job: Job) {
         guard source == .network else { return }
         let status: Int?
         switch outcome {

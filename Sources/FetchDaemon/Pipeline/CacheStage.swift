@@ -79,6 +79,12 @@ final class CacheStage: Stage {
         guard let cache else { return }
         var state = job.state(of: self)
         defer { job.withState(of: self) { $0 = state } }
+        // What the answer and the HTTP log say the cache did: this attempt's.
+        let (didWhat, entry) = (state.outcome, (state.used ?? state.validating)?.stored)
+        job.updateReport { report in
+            report.cache = didWhat
+            report.cacheEntry = entry
+        }
         if state.reserved > 0 {
             // A body read from the store is the answer's now, as a transfer's at its end.
             job.bodyBudget?.released(job.transferID, holding: state.reserved)
@@ -170,12 +176,6 @@ final class CacheStage: Stage {
         return job.withState(of: self) { $0.heldAnswer.take() }
     }
 
-    func report(_ job: Job, into report: inout JobReport) {
-        guard cache != nil else { return }
-        let state = job.state(of: self)
-        report.cache = state.outcome
-        report.cacheEntry = (state.used ?? state.validating)?.stored
-    }
 
     func jobEnded(_ job: Job, _ ending: JobEnding) {
         guard let cache else { return }

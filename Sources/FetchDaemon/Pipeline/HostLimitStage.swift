@@ -7,12 +7,6 @@ import JSONRPC
 /// allow it. Each attempt gives its slot back when it ends; a 429 or 503 with Retry-After
 /// pauses the host for everyone, whether or not this job tries again.
 final class HostLimitStage: Stage {
-    struct State: JobState {
-        /// Milliseconds the last attempt waited in its host's queue (the answer's
-        /// `timings.queuedMs`).
-        var queuedMs = 0.0
-    }
-
     let admission: HostAdmission
     /// Hosts whose limit is `shared` are admitted here, through Redis (`--redis`).
     let shared: SharedAdmission?
@@ -33,8 +27,8 @@ final class HostLimitStage: Stage {
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         let ticket = Self.ticket(attempt, job)
         if ticket.cost != 1 { try Self.check(cost: ticket.cost, admission.limit(for: ticket.host)) }
-        // An earlier attempt's wait is not this one's (a slot is made only for a wait).
-        if job.state(of: self).queuedMs != 0 { job.withState(of: self) { $0.queuedMs = 0 } }
+        // The answer's timings.queuedMs is the last attempt's wait: an earlier one's is not.
+        if job.report.queuedMs != 0 { job.updateReport { $0.queuedMs = 0 } }
         if let shared, case let limit = admission.limit(for: ticket.host), limit.shared {
             return sharedHold(ticket, limit: limit, shared: shared, job: job)
         }
@@ -47,7 +41,7 @@ final class HostLimitStage: Stage {
                 do {
                     try admission.enqueue(ticket, alreadyAccepted: accepted, admitted: { result in
                         let waited = clock.now() - queued
-                        job.withState(of: self) { $0.queuedMs = Self.milliseconds(waited) }
+                        job.updateReport { $0.queuedMs = Self.milliseconds(waited) }
                         metrics.count(.limitWaits)
                         metrics.count(.limitWaitMicroseconds, by: Int(waited * 1e6))
                         release(result)
@@ -67,7 +61,7 @@ final class HostLimitStage: Stage {
         return .hold(Hold(
             start: { [clock] release in
                 shared.enqueue(ticket, limit: limit, admitted: { result in
-                    job.withState(of: self) { $0.queuedMs = Self.milliseconds(clock.now() - queued) }
+                    job.updateReport { $0.queuedMs = Self.milliseconds(clock.now() - queued) }
                     release(result)
                 })
             },
@@ -91,10 +85,6 @@ final class HostLimitStage: Stage {
                 maxSeconds: job.spec.retryPolicy.maxInterval) else { return }
         metrics.count(.retryAfterPauses)
         log.info("pausing \(host) for \(pause) s: status \(answer.status) with Retry-After")
-    }
-
-    func report(_ job: Job, into report: inout JobReport) {
-        report.queuedMs = job.state(of: self).queuedMs
     }
 
     /// The attempt's own URL decides its host (`Job.host(of:)`).

@@ -15,11 +15,11 @@ protocol JobObserver: PipelineMember {
     /// substitute. The request is still the observer's to mark for recording
     /// (`recordsExchange`): the only change an observer makes.
     func attemptStarted(_ attempt: Attempt, _ job: Job)
-    /// The attempt has its outcome, from `source`. Attempts that end before they start (a
-    /// refused queue, a file that cannot be opened) are not told here.
-    func attemptEnded(_ attempt: Attempt, _ outcome: AttemptOutcome, from source: AttemptSource, _ job: Job)
-    /// The stages judged the attempt (any attempt, started or not): `decision` comes next.
-    func attemptJudged(_ attempt: Attempt, _ decision: JobMachine.Decision, _ job: Job)
+    /// The attempt ended with `outcome` (as it came, before the stages judged it), from
+    /// `source` (nil: it ended before it started: a refused queue, a file that cannot be
+    /// opened), and the stages judged it: `decision` comes next.
+    func attemptEnded(_ attempt: Attempt, _ outcome: AttemptOutcome, from source: AttemptSource?,
+                      then decision: JobMachine.Decision, _ job: Job)
     /// Another attempt, number `attempt`, follows after `delay` seconds.
     func retrying(_ job: Job, delay: Double, attempt: Int, reason: String)
     /// The job is answered (before its answer is sent).
@@ -29,8 +29,8 @@ protocol JobObserver: PipelineMember {
 extension JobObserver {
     func jobQueued(_ job: Job) throws {}
     func attemptStarted(_ attempt: Attempt, _ job: Job) {}
-    func attemptEnded(_ attempt: Attempt, _ outcome: AttemptOutcome, from source: AttemptSource, _ job: Job) {}
-    func attemptJudged(_ attempt: Attempt, _ decision: JobMachine.Decision, _ job: Job) {}
+    func attemptEnded(_ attempt: Attempt, _ outcome: AttemptOutcome, from source: AttemptSource?,
+                      then decision: JobMachine.Decision, _ job: Job) {}
     func retrying(_ job: Job, delay: Double, attempt: Int, reason: String) {}
     func jobEnded(_ job: Job, _ ending: JobEnding) {}
 }

@@ -51,6 +51,11 @@ struct StateSlots {
         return body(&slot.value)
     }
 
+    /// Whether the member has made its slot (changed its state for this job).
+    func has<Member: PipelineMember>(_ member: Member) -> Bool {
+        find(ObjectIdentifier(member)) != nil
+    }
+
     private func find(_ key: ObjectIdentifier) -> StateSlot? {
         var slot = head
         while let current = slot {

@@ -11,6 +11,8 @@ final class RedirectStage: Stage {
     typealias State = RedirectFollowing
 
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
+        // Most jobs never follow a redirect here: nothing to read.
+        guard job.hasState(of: self) else { return .proceed }
         let follows = job.state(of: self)
         guard follows.limit != nil else { return .proceed }
         // Once the daemon follows a job's redirects, it follows all of them (a hop back to
@@ -24,7 +26,8 @@ final class RedirectStage: Stage {
     }
 
     func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict {
-        guard let status = outcome.successStatus, RedirectFollowing.statuses.contains(status),
+        // The status first, without hashing: most answers are no redirect.
+        guard let status = outcome.successStatus, (301...303).contains(status) || status == 307 || status == 308,
               case .success(let answer) = outcome else { return .pass }
         let follows = job.state(of: self)
         // Taken over at the first redirect of an attempt whose secrets libcurl must not carry.
@@ -42,10 +45,11 @@ final class RedirectStage: Stage {
     }
 
     func review(_ attempt: Attempt, _ decision: inout JobMachine.Decision, _ outcome: inout AttemptOutcome, _ job: Job) {
+        guard job.hasState(of: self) else { return }
         switch decision {
         // A retry starts over from the job's own URL, as libcurl's would.
         case .again:
-            if job.state(of: self).limit != nil { job.withState(of: self) { $0 = RedirectFollowing() } }
+            job.withState(of: self) { $0 = RedirectFollowing() }
         case .final:
             let follows = job.state(of: self)
             if follows.followed > 0 { outcome = outcome.map { follows.completed($0) } }

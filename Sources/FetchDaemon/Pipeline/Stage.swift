@@ -12,7 +12,6 @@ import JSONRPC
 ///   next: this is where a stage gives back what it took);
 /// - `judge`, in reverse order (the stage nearest the network first), until one decides: the
 ///   outcome is final, or another attempt follows; then `review`, in the same order;
-/// - `report`, when the answer or the HTTP log is made;
 /// - `jobEnded`, once, when the job is answered.
 ///
 /// What a stage keeps for a job lives in the job (`State`, `Job.withState(of:)`), never in
@@ -36,9 +35,6 @@ protocol Stage: PipelineMember {
     /// The job is answered: how it ended (its status and a download's file, or why it failed
     /// or was cancelled).
     func jobEnded(_ job: Job, _ ending: JobEnding)
-    /// What the stage tells the job's answer and its HTTP log (the host's queue time, the
-    /// cache's outcome, the stub that answered), from its state.
-    func report(_ job: Job, into report: inout JobReport)
 }
 
 extension Stage {
@@ -48,11 +44,10 @@ extension Stage {
     func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict { .pass }
     func review(_ attempt: Attempt, _ decision: inout JobMachine.Decision, _ outcome: inout AttemptOutcome, _ job: Job) {}
     func jobEnded(_ job: Job, _ ending: JobEnding) {}
-    func report(_ job: Job, into report: inout JobReport) {}
 }
 
-/// What the stages tell about a job, as typed values: the answer's `timings.queuedMs`,
-/// `cache` and `stub`, and the HTTP log's cache object (`Job.report`).
+/// What the stages tell about a job, as typed values, as they learn it (`Job.updateReport`):
+/// the answer's `timings.queuedMs`, `cache` and `stub`, and the HTTP log's cache object.
 struct JobReport: Sendable {
     /// Milliseconds the last attempt waited in its host's queue.
     var queuedMs = 0.0
@@ -65,13 +60,6 @@ struct JobReport: Sendable {
 }
 
 extension Job {
-    /// What the job's stages tell about it now.
-    func report() -> JobReport {
-        var report = JobReport()
-        for stage in spec.stages { stage.report(self, into: &report) }
-        return report
-    }
-
     /// The host whose limits apply to the attempt: its own URL's (a resumable upload's
     /// session URL, a redirect's hop may name another host).
     func host(of attempt: Attempt) -> HostKey {

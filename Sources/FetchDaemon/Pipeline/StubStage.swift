@@ -14,8 +14,6 @@ import Synchronization
 /// thread waits.
 final class StubStage: Stage {
     struct State: JobState {
-        /// The stub that answered the last attempt (the answer's `stub`).
-        var stubID: String?
         /// Set when the job's stub set records it (recordStubs).
         var recording: StubRecording?
     }
@@ -32,10 +30,9 @@ final class StubStage: Stage {
 
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
         guard let set = job.spec.model.stubs ?? stubs.implicitSet else { return .proceed }
-        let recording = job.withState(of: self) { state in
-            state.stubID = nil
-            return state.recording
-        }
+        // The answer's `stub` is the last attempt's stub.
+        if job.report.stub != nil { job.updateReport { $0.stub = nil } }
+        let recording = job.state(of: self).recording
         // A job being recorded goes to the network on every attempt (its retries too).
         if recording != nil {
             attempt.request.recordsExchange = true
@@ -83,7 +80,7 @@ final class StubStage: Stage {
             attempt.substitute = Substitute { _, _ in Self.missed(miss) }
             return 0
         case .answer(var answer, let stubID):
-            job.withState(of: self) { $0.stubID = stubID }
+            job.updateReport { $0.stub = stubID }
             var delay = answer.delayMs
             // A delay the request's timeout does not allow ends as a real one would.
             if delay > 0 && delay >= attempt.request.timeoutMs {
@@ -93,7 +90,7 @@ final class StubStage: Stage {
             attempt.substitute = Substitute { [answer, stubs, clock] attempt, job in
                 let (made, last) = Self.following(answer, attempt.request, set: set, stubs: stubs, now: clock.wall())
                 // A redirect the set answered: the stub that gave the last answer.
-                if let last { job.withState(of: self) { $0.stubID = last } }
+                if let last { job.updateReport { $0.stub = last } }
                 return made
             }
             return delay
@@ -107,11 +104,6 @@ final class StubStage: Stage {
         stubs.recorded(attempt.request, response, in: recording)
         recording.append(Job.AttemptRecord(number: attempt.number, startedAt: clock.wall(), request: attempt.request,
                                            outcome: .success(response)))
-    }
-
-    func report(_ job: Job, into report: inout JobReport) {
-        guard job.spec.model.stubs != nil || stubs.implicitSet != nil else { return }
-        report.stub = job.state(of: self).stubID
     }
 
     static func missed(_ miss: StubMiss) -> Substitute.Made {

@@ -65,7 +65,7 @@ enum ResponseFields {
         result.append(distinctKey: "redirects", JSONValue(response.redirects))
         result.append(distinctKey: "elapsedMs", .double((ms * 1000).rounded() / 1000))
         result.append(distinctKey: "httpVersion", .string(response.httpVersion))
-        let report = job.report()
+        let report = job.report
         result.append(distinctKey: "timings", timings(response.timings, queuedMs: report.queuedMs))
         result.append(distinctKey: "remoteAddress", response.remoteAddress.map(JSONValue.string) ?? .null)
         if let cache = report.cache { result["cache"] = .string(cache.rawValue) }
