@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +29,8 @@ static int curl_exit_code(const fetchd_error *err) {
     if (!strcmp(kind, "tls")) return 35;
     if (!strcmp(kind, "tooManyRedirects")) return 47;
     if (!strcmp(kind, "reset")) return 56;
+    if (!strcmp(kind, "write")) return 23;   /* stdout (bodyTo) could not take the body */
+    if (!strcmp(kind, "read")) return 26;    /* stdin (bodyFrom) failed */
     return EXIT_RPC;
 }
 
@@ -181,6 +184,53 @@ int on_progress(const char *method, json_t *params, void *user_data) {
             r.len ? ": " : "", r.len ? r.data : "");
         buf_free(&a);
         buf_free(&r);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ streamed to stdout */
+
+int on_stream_head(int status, json_t *head, void *user_data) {
+    (void)head;
+    transfer *t = user_data;
+    /* -f: nothing of an error's body reaches stdout (curl writes none of it) */
+    t->drop_chunks = t->o->fail == 1 && status >= 400;
+    return 0;
+}
+
+int on_stream_chunk(const unsigned char *data, size_t len, void *user_data) {
+    transfer *t = user_data;
+    if (t->drop_chunks)
+        return 0;
+    if (write_all(t->body_fd, data, len) != 0) {
+        t->stdout_failed = 1;  /* the reader is gone: the job is cancelled, curl's 23 */
+        return 1;
+    }
+    return 0;
+}
+
+int on_stream_event(const char *event, const char *data, const char *id, void *user_data) {
+    transfer *t = user_data;
+    buf b = {0};
+    buf_addf(&b, "event: %s\n", event);
+    if (id)
+        buf_addf(&b, "id: %s\n", id);
+    /* one data: line per line of the data, as the stream carried it */
+    for (const char *line = data;;) {
+        const char *nl = strchr(line, '\n');
+        buf_adds(&b, "data: ");
+        buf_add(&b, line, nl ? (size_t)(nl - line) : strlen(line));
+        buf_addc(&b, '\n');
+        if (!nl)
+            break;
+        line = nl + 1;
+    }
+    buf_addc(&b, '\n');
+    int rc = write_all(1, b.data, b.len);
+    buf_free(&b);
+    if (rc != 0) {
+        t->stdout_failed = 1;
+        return 1;
     }
     return 0;
 }
@@ -395,7 +445,7 @@ static int handle_error(session *s, transfer *t, fetchd_status st, const fetchd_
     say_failure(o, m.data);
     buf_free(&m);
     int code = EXIT_RPC;
-    if (!strcmp(o->command, "fetch")) {
+    if (curl_like(o)) {
         if (err->code == FETCHD_RPC_TRANSPORT)
             code = curl_exit_code(err);
         else if (err->code == FETCHD_RPC_FILE_ERROR)
@@ -415,6 +465,11 @@ int handle_answer(session *s, transfer *t, fetchd_status st, json_t *result, con
         pthread_mutex_lock(output_lock);
     end_progress_line(t);
     int rc;
+    if (t->stdout_failed) {
+        t->result = result;
+        rc = write_failed(t, (int)json_integer_value(json_object_get(result, "status")), NULL);
+        goto done;
+    }
     if (st != FETCHD_OK) {
         rc = handle_error(s, t, st, err);
         goto done;
@@ -455,7 +510,8 @@ int handle_answer(session *s, transfer *t, fetchd_status st, json_t *result, con
     buf_free(&headers);
     if (rc)
         goto done_out;
-    if (o->fail && status >= 400) {
+    /* events: an error status ends it as -f would (there is no body to print) */
+    if ((o->fail || t->route == ROUTE_EVENTS) && status >= 400) {
         if (o->fail == 2 && (rc = copy_body(&out, status, result)))
             goto done_out;
         char *m = xasprintf("The requested URL returned error: %d", status);
@@ -463,6 +519,17 @@ int handle_answer(session *s, transfer *t, fetchd_status st, json_t *result, con
         write_out(t, o->write_out, status, 22, m);
         free(m);
         rc = 22;
+        goto done_out;
+    }
+    if (t->route == ROUTE_EVENTS && status != 204 &&
+        strncasecmp(jstr(json_object_get(result, "headers"), "content-type"), "text/event-stream", 17)) {
+        /* the daemon stopped at an answer that is not an event stream: curl's 1, unsupported */
+        char *m = xasprintf("HTTP %d is not an event stream (Content-Type: %s)", status,
+                            jstr(json_object_get(result, "headers"), "content-type"));
+        say_failure(o, m);
+        write_out(t, o->write_out, status, 1, m);
+        free(m);
+        rc = 1;
         goto done_out;
     }
     if (t->resume_from > 0 && status != 206 && status != 416) {

@@ -425,6 +425,7 @@ static int flag_option(request_opts *o, const char *opt) {
     else if (IS("-S") || IS("--show-error")) o->show_error = 1;
     else if (IS("-L") || IS("--location")) o->location = 1;
     else if (IS("--compressed")) ;
+    else if (IS("-N") || IS("--no-buffer")) ;  /* a streamed body is never held back */
     else if (IS("-Z") || IS("--parallel")) o->parallel = 1;
     else if (IS("--remove-on-error")) o->remove_on_error = 1;
     else return 0;
@@ -482,7 +483,11 @@ void parse_request_args(request_opts *o, const char *command, int argc, char **a
     for (size_t i = 0; i < w.n; i++)
         free(w.v[i]);
     free(w.v);
-    if (o->body == BODY_STDIN || o->body == BODY_TSTDIN) {
+    /* -T - and --data-binary @- of one fetch: stdin goes to the daemon (bodyFrom) and streams;
+     * with several URLs each one sends what was read here */
+    o->stdin_streams = (o->body == BODY_STDIN || o->body == BODY_TSTDIN) && !strcmp(command, "fetch") &&
+                       o->n_urls == 1;
+    if ((o->body == BODY_STDIN || o->body == BODY_TSTDIN) && !o->stdin_streams) {
         char *data = read_file("-", &o->stdin_len);
         o->stdin_data = (unsigned char *)(data ? data : xstrdup(""));
         if (!data)

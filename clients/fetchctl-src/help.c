@@ -5,8 +5,13 @@
 
 /* Each command's lines of the command list: the first word is the command's name. */
 static const char *const COMMANDS[] = {
-    "  fetch URL... [OPTIONS]       fetch URL; the body goes to stdout (or -o FILE), byte-exact;\n"
-    "                               curl's flags (below), so a script can call it for curl\n",
+    "  fetch URL... [OPTIONS]       fetch URL; the body goes to stdout (or -o FILE), byte-exact,\n"
+    "                               as it arrives, whatever its size; curl's flags (below), so a\n"
+    "                               script can call it for curl\n",
+    "  events URL [OPTIONS]         Server-Sent Events: each event printed as it arrives, as\n"
+    "                               'event:', 'id:' and 'data:' lines and a blank line; the\n"
+    "                               daemon reconnects with Last-Event-ID; the request options\n"
+    "                               of fetch (-H, -d, --json, -m...); Ctrl-C ends it\n",
     "  download URL -o FILE [OPTS]  stream URL to FILE inside the daemon (resumable)\n",
     "  upload URL -F name=@FILE...  multipart/form-data upload; the response body goes to stdout\n",
     "  status [--json]              the daemon's version, pid, uptime, job counters\n",
@@ -50,7 +55,7 @@ static const char *const COMMANDS[] = {
 };
 
 static const char REQUEST_OPTIONS[] =
-    "Request options (fetch, download, upload):\n"
+    "Request options (fetch, download, upload, events):\n"
     "  -X, --request METHOD         HTTP method (default GET, or POST with a body)\n"
     "  -H, --header 'Name: value'   add a request header (repeatable); 'Name:' leaves out a\n"
     "                               header the daemon would send, 'Name;' sends it empty,\n"
@@ -59,7 +64,7 @@ static const char REQUEST_OPTIONS[] =
     "                               (newlines stripped, as curl does)\n"
     "      --data-raw DATA          like -d, no @FILE\n"
     "      --data-binary DATA       body as is; --data-binary @FILE streams FILE exactly,\n"
-    "                               @- sends stdin\n"
+    "                               @- streams stdin\n"
     "      --data-urlencode DATA    like -d, with the value percent-encoded\n"
     "      --json JSON              JSON body, sent as written (--json @FILE reads FILE); adds\n"
     "                               Accept: application/json\n"
@@ -82,7 +87,8 @@ static const char REQUEST_OPTIONS[] =
     "  -I, --head                   HEAD: print the response headers only\n"
     "  -D, --dump-header FILE       write the response headers to FILE (- : stdout)\n"
     "  -v, --verbose                request ('> ') and response ('< ') headers on stderr\n"
-    "  -T, --upload-file FILE       PUT FILE (- : stdin); a URL ending in / gets FILE's name\n"
+    "  -T, --upload-file FILE       PUT FILE (- : stdin, streamed, chunked); a URL ending in /\n"
+    "                               gets FILE's name\n"
     "  -K, --config FILE            read options from FILE in curl's config syntax (- : stdin)\n"
     "      --url URL                a URL (several URLs run one after the other; the nth -o or\n"
     "                               -O is the nth URL's; the exit status is the last one's)\n"
@@ -142,6 +148,8 @@ static const char REQUEST_OPTIONS[] =
     "  -e, --referer URL            Referer header\n"
     "      --compressed             accepted for curl compatibility (bodies are always asked\n"
     "                               for compressed and decoded)\n"
+    "  -N, --no-buffer              accepted for curl compatibility (a body to stdout is\n"
+    "                               written as it arrives)\n"
     "  Short flags combine as in curl: -fsSL, -sSo FILE, -oFILE.\n";
 
 static const char GLOBAL_OPTIONS[] =
@@ -156,10 +164,11 @@ static const char GLOBAL_OPTIONS[] =
     "  -V, --version                the client's version\n";
 
 static const char EXIT_CODES[] =
-    "Ctrl-C during a fetch cancels the job in the daemon (exit 5).\n"
+    "Ctrl-C during a fetch or events cancels the job in the daemon (exit 5).\n"
     "Exit codes: 0 done, 2 usage, 3 daemon unreachable or refused, 4 JSON-RPC error, 5 cancelled,\n"
-    "22 HTTP status >= 400 with --fail, 23 cannot write the output file, 26 cannot read the -T\n"
-    "file; a failed fetch exits with curl's code: 1 unsupported answer, 6 could not resolve, 7\n"
+    "22 HTTP status >= 400 with --fail (events: always), 23 cannot write the output (a file, or\n"
+    "stdout's reader is gone), 26 cannot read the -T file or stdin;\n"
+    "a failed fetch exits with curl's code: 1 unsupported answer, 6 could not resolve, 7\n"
     "could not connect, 28 timeout, 33 -C - and the server ignored the range, 35 TLS handshake,\n"
     "47 too many redirects, 52 empty reply, 56 receive failure, 60 certificate not trusted.\n";
 

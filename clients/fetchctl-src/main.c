@@ -34,7 +34,8 @@ int main(int argc, char **argv) {
     if (i >= argc)
         usage_error("missing command");
     const char *command = argv[i++];
-    if (!strcmp(command, "fetch") || !strcmp(command, "download") || !strcmp(command, "upload")) {
+    if (!strcmp(command, "fetch") || !strcmp(command, "download") || !strcmp(command, "upload") ||
+        !strcmp(command, "events")) {
         request_opts o;
         parse_request_args(&o, command, argc - i, argv + i);
         if (!o.socket && socket_opt)

@@ -187,7 +187,7 @@ static json_t *build_retry(const request_opts *o) {
 
 json_t *build_params(transfer *t) {
     const request_opts *o = t->o;
-    int is_fetch_command = !strcmp(o->command, "fetch");
+    int is_fetch_command = curl_like(o);
     json_t *p = json_object();
     buf data = {0};
     int has_data = build_data(o, &data);
@@ -233,6 +233,14 @@ json_t *build_params(transfer *t) {
         break;
     case BODY_STDIN:
     case BODY_TSTDIN: {
+        if (o->stdin_streams) {
+            /* read by the daemon from fetchctl's stdin until EOF, sent chunked (-T -, as curl),
+             * or with Content-Length when stdin is a file of known size (--data-binary @-) */
+            json_object_set_new(p, "bodyFrom", json_string("fd"));
+            if (t->stdin_size >= 0)
+                json_object_set_new(p, "bodySize", json_integer(t->stdin_size));
+            break;
+        }
         char *b64 = base64_encode(o->stdin_data, o->stdin_len);
         json_object_set_new(p, "bodyBase64", json_string(b64));
         free(b64);
@@ -304,7 +312,13 @@ json_t *build_params(transfer *t) {
         json_object_set_new(p, "comment", json_string(o->comment));
     if (o->stubs)
         json_object_set_new(p, "stubs", json_string(o->stubs));
-    if (!strcmp(t->rpc_method, "fetch"))
+    if (t->route == ROUTE_FD)
+        json_object_set_new(p, "bodyTo", json_string("fd"));
+    else if (t->route == ROUTE_CHUNKS)
+        json_object_set_new(p, "responseBody", json_string("stream"));
+    else if (t->route == ROUTE_EVENTS)
+        json_object_set_new(p, "responseBody", json_string("events"));
+    else if (!strcmp(t->rpc_method, "fetch"))
         json_object_set_new(p, "responseBody",
                             json_string(o->json_result ? "auto" : o->head ? "none" : "base64"));
     if (o->cache)

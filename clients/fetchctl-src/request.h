@@ -4,6 +4,7 @@
 #define FETCHCTL_REQUEST_H
 
 #include <pthread.h>
+#include <string.h>
 
 #include "fetchctl.h"
 
@@ -75,8 +76,10 @@ typedef struct request_opts {
     char *write_out;
     int parallel;
     long parallel_max;
-    unsigned char *stdin_data;  /* -T -, --data-binary @- */
+    unsigned char *stdin_data;  /* -T -, --data-binary @- read whole (several URLs) */
     size_t stdin_len;
+    int stdin_streams;          /* -T -, --data-binary @-: stdin handed to the daemon (bodyFrom) */
+    int stdout_closed;          /* fetchctl started with fd 1 closed */
 } request_opts;
 
 /* args.c: parses the command's arguments (after the command name); exits 2 on a usage error. */
@@ -96,13 +99,23 @@ int takes_value(const char *opt);
 /* -K FILE's options, put in w at w->at; exits 26 when FILE cannot be read. */
 void read_config(words *w, const char *file, int silent, int show_error);
 
-/* Where fetch's response body goes. fetchctl's own stdout handed to the daemon (the
- * protocol's bodyTo: "fd", and stdin with bodyFrom: "fd", once the daemon has them) would be
- * a third route, chosen in transfer.c's plan() like these two. */
+/* Where fetch's response body goes, chosen per URL in transfer.c's plan(). */
 typedef enum body_route {
     ROUTE_ANSWER,         /* in the answer (base64), written by fetchctl */
     ROUTE_DAEMON_FILE,    /* -o FILE written by the daemon (a download) */
+    ROUTE_FD,             /* body_fd (fetchctl's stdout, or -o FILE that is not a regular file)
+                           * handed to the daemon (bodyTo: "fd"), which writes the body to it as
+                           * it arrives */
+    ROUTE_CHUNKS,         /* responseBody "stream": the head first, then bodyChunk notifications
+                           * that fetchctl writes to body_fd (-f: an error's body is dropped) */
+    ROUTE_EVENTS,         /* fetchctl events: responseBody "events", each sseEvent printed */
 } body_route;
+
+/* fetch and events take curl's command line with curl's defaults (events is a fetch whose
+ * body is read as Server-Sent Events); download and upload are fetchctl's own. */
+static inline int curl_like(const request_opts *o) {
+    return !strcmp(o->command, "fetch") || !strcmp(o->command, "events");
+}
 
 /* One URL's run: what the result of parsing says about it, and what came back. */
 typedef struct transfer {
@@ -127,6 +140,12 @@ typedef struct transfer {
     int64_t progress_t0;
     int wrote_file;             /* -o FILE was opened for this answer */
     int body_refused;           /* -C - and no range in the answer: curl reads none of its body */
+    int64_t stdin_size;         /* bodyFrom: stdin's bytes when it is a regular file, else -1 */
+    int body_fd;                /* ROUTE_FD, ROUTE_CHUNKS: where the body goes */
+    int body_fd_opened;         /* body_fd is -o FILE's, opened by plan() */
+    int drop_chunks;            /* ROUTE_CHUNKS: -f and an error status, nothing is written */
+    int stdout_failed;          /* ROUTE_CHUNKS, ROUTE_EVENTS: the output could not take the bytes
+                                 * (curl's 23) */
     /* what -w needs, filled from the answer */
     json_t *result;
     int status;
@@ -141,6 +160,12 @@ const char *curl_mime_type(const char *filename);
 
 /* transfer.c: runs every URL of the command and returns its exit status. */
 int run_request(request_opts *o);
+
+/* answer.c: the callbacks of ROUTE_CHUNKS (fetchd_stream_callbacks, user data the transfer). */
+int on_stream_head(int status, json_t *head, void *user_data);
+int on_stream_chunk(const unsigned char *data, size_t len, void *user_data);
+/* fetchctl events: each event as event:, id: and data: lines, then a blank line. */
+int on_stream_event(const char *event, const char *data, const char *id, void *user_data);
 
 /* answer.c: prints a transfer's answer (or error) and returns the exit status. */
 int handle_answer(session *s, transfer *t, fetchd_status st, json_t *result, const fetchd_error *err,

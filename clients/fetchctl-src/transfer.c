@@ -5,6 +5,7 @@
 #include "request.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -45,6 +46,12 @@ static void say_failure(const request_opts *o, const char *msg) {
         say("%s", msg);
 }
 
+/* A file that exists and is neither regular nor a directory: a device, a FIFO, a socket. */
+static int special_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
 static int regular_or_missing(const char *path, int64_t *size) {
     struct stat st;
     *size = 0;
@@ -59,6 +66,12 @@ static int regular_or_missing(const char *path, int64_t *size) {
 /* Where the nth URL's body goes, and how it is asked for. Returns 0, or an exit status. */
 static int plan(transfer *t) {
     const request_opts *o = t->o;
+    if (!strcmp(o->command, "events")) {
+        t->rpc_method = "fetch";
+        t->route = ROUTE_EVENTS;
+        t->mode = MODE_NONE;
+        return 0;
+    }
     int fetch = !strcmp(o->command, "fetch");
     out_spec spec = t->index < o->n_outs ? o->outs[t->index] : (out_spec){OUT_DEFAULT, NULL};
     if (fetch) {
@@ -127,7 +140,44 @@ static int plan(transfer *t) {
         t->dl_path = abs_path(o->outs[0].path);
         t->overwrite = o->overwrite;
         t->no_resume = o->no_resume;
+    } else if (fetch && !strcmp(t->rpc_method, "fetch") && !o->json_result && !o->include && !o->head &&
+               !o->stubs && (t->out_file ? special_file(t->out_file)
+                            : !(o->dump_header && !strcmp(o->dump_header, "-")) && !(o->parallel && o->n_urls > 1))) {
+        /* The body to stdout (-o - or no -o), or to -o FILE that is not a regular file
+         * (/dev/null, a FIFO), streams whatever its size: the daemon writes it to that
+         * descriptor as it arrives. With -f an error's body must not be written, and only the
+         * head says whether it is one: the body comes as notifications after the head, and
+         * fetchctl writes it (or, with stdin streaming too, which those notifications cannot
+         * carry, in the answer). With -i, -I or -D - the headers come first on stdout and -Z
+         * writes each body whole: the body is in the answer. So it is with --stubs: a stub set
+         * that records keeps only the size of a body that streamed, and would answer it empty. */
+        t->route = o->fail != 1 ? ROUTE_FD : o->stdin_streams ? ROUTE_ANSWER : ROUTE_CHUNKS;
+        if (t->route != ROUTE_ANSWER && !t->out_file) {
+            t->body_fd = 1;
+            if (o->stdout_closed) {
+                const char *m = "Failure writing output to destination";
+                say_failure(o, m);
+                write_out(t, o->write_out, 0, 23, m);
+                return 23;
+            }
+        } else if (t->route != ROUTE_ANSWER) {
+            t->body_fd = open(t->out_file, O_WRONLY | O_CLOEXEC);
+            if (t->body_fd < 0) {
+                char *m = xasprintf("Failed to open the file %s", t->out_file);
+                say_failure(o, m);
+                write_out(t, o->write_out, 0, 23, m);
+                free(m);
+                return 23;
+            }
+            t->body_fd_opened = 1;
+        }
     }
+    t->stdin_size = -1;
+    struct stat in;
+    off_t at;
+    if (o->stdin_streams && o->body == BODY_STDIN && fstat(0, &in) == 0 && S_ISREG(in.st_mode) &&
+        (at = lseek(0, 0, SEEK_CUR)) >= 0 && in.st_size >= at)
+        t->stdin_size = (int64_t)(in.st_size - at);  /* Content-Length, as curl sends it */
     /* curl's defaults for fetch: no cookies unless -b FILE, -c or --jar */
     return 0;
 }
@@ -135,6 +185,8 @@ static int plan(transfer *t) {
 /* After the answer: nothing half-written is left behind. */
 static void clean_up(transfer *t, int rc) {
     const request_opts *o = t->o;
+    if (t->body_fd_opened)
+        close(t->body_fd);
     if (t->multipart_tmp)
         unlink(t->multipart_tmp);
     if (t->resume_tmp)
@@ -185,8 +237,32 @@ static int run_one(session *s, const request_opts *o, size_t index, const char *
     t.t_sent = t.progress_t0 = now_us();
     json_t *result = NULL;
     fetchd_error err = {0};
-    fetchd_status st = fetchd_job_call(s->client, t.rpc_method, params, o->progress ? on_progress : NULL, &t,
-                                       &result, &err);
+    fetchd_status st;
+    if (t.route == ROUTE_CHUNKS || t.route == ROUTE_EVENTS) {
+        /* on a connection of its own, read here: a stdout that does not take the output
+         * pauses this transfer */
+        fetchd_stream_callbacks cb = {.on_progress = o->progress ? on_progress : NULL};
+        if (t.route == ROUTE_EVENTS)
+            cb.on_event = on_stream_event;
+        else {
+            cb.on_head = on_stream_head;
+            cb.on_chunk = on_stream_chunk;
+        }
+        fetchd_response response = {0};
+        st = fetchd_fetch_stream(s->client, params, &cb, &t, &response, &err);
+        result = json_incref(response.result);
+        fetchd_response_free(&response);
+    } else {
+        /* the descriptors in the protocol's order: bodyFrom (stdin), then bodyTo (stdout) */
+        int fds[2];
+        size_t n_fds = 0;
+        if (o->stdin_streams)
+            fds[n_fds++] = 0;
+        if (t.route == ROUTE_FD)
+            fds[n_fds++] = t.body_fd;
+        st = fetchd_job_call_fds(s->client, t.rpc_method, params, fds, n_fds, o->progress ? on_progress : NULL,
+                                 &t, &result, &err);
+    }
     json_decref(params);
     rc = handle_answer(s, &t, st, result, &err, output_lock);
     interrupt_remove_job(job_id);
@@ -260,9 +336,17 @@ static int run_parallel(session *s, const request_opts *o, const char *base_job,
 
 int run_request(request_opts *o) {
     const char *command = o->command;
-    int fetch = !strcmp(command, "fetch");
+    int fetch = curl_like(o);
     if (o->n_urls == 0)
         usage_error("%s: missing URL", command);
+    if (!strcmp(command, "events")) {
+        if (o->n_urls != 1)
+            usage_error("events takes one URL");
+        if (o->n_outs || o->has_form || o->include || o->head || o->json_result || o->continue_at ||
+            (o->dump_header && !strcmp(o->dump_header, "-")))
+            usage_error("events prints the events to stdout: not with -o, -O, -F, -i, -I, -D -, -C or "
+                        "--json-result");
+    }
     if (!strcmp(command, "upload") && o->body != BODY_NONE && o->body != BODY_FORM)
         usage_error("upload takes -F parts, not a body");
     if (!fetch) {
@@ -309,6 +393,18 @@ int run_request(request_opts *o) {
             jar = NULL;
         }
     }
+    /* A closed stdin or stdout is held by /dev/null, so the daemon's socket never takes its
+     * number (and is never handed over as bodyFrom or bodyTo); a body for a closed stdout is
+     * curl's write error. */
+    o->stdout_closed = fcntl(1, F_GETFD) < 0;
+    for (int fd = 0; fd <= 1; fd++)
+        if (fcntl(fd, F_GETFD) < 0) {
+            int null = open("/dev/null", fd ? O_WRONLY : O_RDONLY);
+            if (null >= 0 && null != fd) {
+                dup2(null, fd);
+                close(null);
+            }
+        }
     interrupt_start();
     session s = {0};
     session_open(&s, o->socket);
