@@ -115,7 +115,8 @@ class TestAllowDirPathsOffTheEngine(AllowDirCase):
 
 class TestPartFileOffTheEngine(DaemonTestCase):
     def test_failed_download_leaves_no_empty_part_file(self):
-        # The job fails on the bulk engine thread (nothing listens); its empty part file is
+        # The job fails on the bulk engine thread (nothing listens; no retry, whose backoff
+        # could outlast the call's timeout on a loaded machine); its empty part file is
         # removed on the blocking threads, before the answer.
         d = self.daemon.tmpdir
         path = os.path.join(d, key("fail") + ".bin")
@@ -123,7 +124,7 @@ class TestPartFileOffTheEngine(DaemonTestCase):
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         with self.assertRaises(RPCError) as caught:
-            self.c.call("download", {"url": f"http://127.0.0.1:{port}/x", "path": path}, timeout=20)
+            self.c.call("download", {"url": f"http://127.0.0.1:{port}/x", "path": path, "retry": False}, timeout=20)
         self.assertEqual(caught.exception.code, -32001, caught.exception)
         self.assertFalse(os.path.exists(path + ".part"), "an empty part file was left")
         self.assertEqual(self.c.call("ping"), "pong")
