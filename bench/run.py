@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fetchd benchmarks (not tests): fetchd against curl, aria2 and a libcurl multi floor, in one run.
 
-    python3 bench/run.py [--bin PATH] [--rounds N] [--large-rounds N] [--quick] [--profile] [--only rate|redis|fetchctl]
+    python3 bench/run.py [--bin PATH] [--rounds N] [--large-rounds N] [--quick] [--profile] [--only rate|redis|fetchctl|budget]
     make bench            (builds the release daemon first, under the shared build lock)
     make bench-profile    (perf record -g on the release daemon under the small-GET c=64 load)
 
@@ -17,7 +17,11 @@ polled) and like fetchd's clients (bench/aria2_load.c: one addUri per WebSocket 
 flight, completion pushed). A second nginx port logs each request's arrival for the rate-limit
 rounds: 4 processes share one host limited to 20, 200 and 2,000 requests/s (about 2 s of
 requests each), through fetchd's one limit and through curl --rate in each process.
-`--only rate` runs just those rounds (nginx and fetchd, nothing else). One more row, when the
+`--only rate` runs just those rounds (nginx and fetchd, nothing else). The server-set budget
+row (`--only budget`): bench/budget_origin.py allows 100 requests per 10 s window and answers
+429 past it, saying what is left in the IETF RateLimit fields; 4 processes send 3 windows'
+budget through fetchd (which follows those fields by default), against 4 naive loops of
+`curl -s URL` for 3 windows; the origin counts the 200s and 429s of each window. One more row, when the
 compiled fetchctl is built (`make fetchctl`): 200 sequential `fetchctl fetch -s URL` against
 `curl -s URL` for the 100-byte file, one process per call (bench/cli_calls.py); `--only
 fetchctl` runs just that row.
@@ -730,6 +734,52 @@ http {{
         rps = float(out.strip().splitlines()[-1].split(",")[1].strip('"'))
         return {"n": n, "admissions_per_s": rps}
 
+    # -- an API that sets its own budget and answers 429 past it
+    def start_budget_origin(self):
+        """bench/budget_origin.py: BUDGET_LIMIT requests per BUDGET_WINDOW s per key, 429 past it."""
+        for attempt in range(5):
+            port = nginx.free_port()
+            p = self.stack.start([sys.executable, os.path.join(BENCH, "budget_origin.py"), str(port),
+                                  str(BUDGET_LIMIT), str(BUDGET_WINDOW)], stderr=subprocess.DEVNULL)
+            if nginx.wait_port(port, time.monotonic() + 10, p):
+                self.budget_base = f"http://127.0.0.1:{port}"
+                self.budget_keys = 0
+                return
+            self.stack.stop(p)
+        raise RuntimeError("budget_origin did not start")
+
+    def budget_key(self, tool):
+        self.budget_keys += 1
+        return f"{tool}-{self.budget_keys}"
+
+    def budget_log(self, key):
+        with urllib.request.urlopen(f"{self.budget_base}/log/{key}", timeout=30) as r:
+            return json.loads(r.read())["requests"]
+
+    def budget_fetchd(self):
+        """RATE_PROCS client processes (fetchd_load, 16 in flight each) send BUDGET_WINDOWS windows'
+        budget through one daemon that follows the server's headers (the default)."""
+        key = self.budget_key("fetchd")
+        n = BUDGET_LIMIT * BUDGET_WINDOWS
+        t0 = time.monotonic()
+        p = subprocess.run([self.bin["fetchd_load"], self.sock, f"{self.budget_base}/budget/{key}", str(n),
+                            str(RATE_PROCS), "16"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           stdin=subprocess.DEVNULL, timeout=BUDGET_WINDOWS * BUDGET_WINDOW + 120)
+        wall = time.monotonic() - t0
+        r = json.loads(p.stdout)   # fetchd_load exits 1 when an answer is not a 200; counted below
+        return dict(budget_stats(self.budget_log(key)), seconds=wall, client_ok=r["ok"], client_errors=r["errors"])
+
+    def budget_curl(self):
+        """RATE_PROCS naive loops, `curl -s URL` one call after another, for BUDGET_WINDOWS windows."""
+        key = self.budget_key("curl")
+        url = f"{self.budget_base}/budget/{key}"
+        seconds = BUDGET_WINDOWS * BUDGET_WINDOW
+        loop = f'end=$(( ${{EPOCHREALTIME/./}} + {int(seconds * 1e6)} )); ' \
+               f'while (( ${{EPOCHREALTIME/./}} < end )); do curl -s -o /dev/null {url}; done'
+        t0 = time.monotonic()
+        run_child(["bash", "-c", " & ".join(f"({loop})" for _ in range(RATE_PROCS)) + " & wait"], seconds + 60)
+        return dict(budget_stats(self.budget_log(key)), seconds=time.monotonic() - t0)
+
     def record(self, key, fn, *a):
         r = fn(*a)
         self.raw.setdefault(key, []).append(r)
@@ -754,6 +804,20 @@ RATE_BURST = 1   # fetchd's burst for the host; curl --rate has none
 def rate_n(rate):
     """Requests per rate round: about RATE_SECONDS of them, a multiple of RATE_PROCS."""
     return rate * RATE_SECONDS // RATE_PROCS * RATE_PROCS
+
+
+BUDGET_LIMIT, BUDGET_WINDOW, BUDGET_WINDOWS = 100, 10.0, 3   # the origin's budget per window (s), windows run
+
+
+def budget_stats(log):
+    """What the budget origin saw in the first BUDGET_WINDOWS windows: 200s and 429s per window."""
+    ok = [0] * BUDGET_WINDOWS
+    refused = [0] * BUDGET_WINDOWS
+    for _, status, w in log:
+        if w < BUDGET_WINDOWS:
+            (ok if status == 200 else refused)[w] += 1
+    return {"delivered": sum(ok), "delivered_per_window": ok, "refused": sum(refused),
+            "refused_per_window": refused, "refused_after_first": sum(refused[1:]), "requests": len(log)}
 
 
 REDIS_DAEMONS, REDIS_SECONDS, REDIS_LIMITS = 4, 4, (20, 200)   # daemons on one shared limit, s of requests
@@ -830,6 +894,15 @@ def summarize(b):
                                          "rounds": len(rounds)}
         elif k[0] == "cli":
             s["cli"] = summarize_cli(rounds)
+        elif k[0] == "budget":
+            s[f"budget.{k[1]}"] = {
+                "rounds": len(rounds), "processes": RATE_PROCS,
+                "delivered": med([r["delivered"] for r in rounds]),
+                "refused": med([r["refused"] for r in rounds]),
+                "refused_first_window": max(r["refused_per_window"][0] for r in rounds),
+                "refused_after_first": max(r["refused_after_first"] for r in rounds),
+                "delivered_per_window": [r["delivered_per_window"] for r in rounds],
+                "seconds": med([r["seconds"] for r in rounds])}
         elif k[0] == "redis" and k[1] == "admissions":
             s["redis.admissions"] = {"admissions_per_s": med([r["admissions_per_s"] for r in rounds]),
                                      "rounds": len(rounds)}
@@ -890,6 +963,11 @@ def goals(s):
             add(f"limit {rate}/s, 4 procs: rate, most in 1 s", f"{e['req_per_s'] / rate:.3f}x, {e['max_in_1s']}",
                 f">= 0.99x, <= {cap}", low >= 0.99 and e["max_in_1s"] <= cap,
                 f"{e['rounds']} rounds {e['req_per_s_min'] / rate:.3f}x-{e['req_per_s_max'] / rate:.3f}x")
+    e = s.get("budget.fetchd")
+    if e:
+        add(f"server budget {BUDGET_LIMIT}/{BUDGET_WINDOW:g} s: 429s after the first window",
+            str(e["refused_after_first"]), "0", e["refused_after_first"] == 0,
+            f"{e['rounds']} rounds, most of any round; {e['delivered']:.0f} delivered in {BUDGET_WINDOWS} windows")
     cli = s.get("cli")
     if cli:
         add("fetchctl fetch, a process per call", f"{cli['ratio_median']:.2f}x curl", "<= 1.5x curl",
@@ -966,6 +1044,13 @@ def print_table(s, g, meta):
                          f"{e['req_per_s']:,.1f} req/s, max {e['max_in_1s']} in 1 s", "", "", "",
                          f"{e['req_per_s'] / rate:.3f}x the limit ({e['req_per_s_min'] / rate:.3f}-"
                          f"{e['req_per_s_max'] / rate:.3f}), {e['per_daemon_req_per_s']:,.1f} req/s each, n={e['n']}"))
+    for key, name in (("fetchd", "fetchd, following the server's headers"), ("curl", "curl -s URL in a loop")):
+        e = s.get(f"budget.{key}")
+        if e:
+            rows.append((f"budget {BUDGET_LIMIT}/{BUDGET_WINDOW:g} s, {e['processes']} procs", name,
+                         f"{e['delivered']:.0f} delivered, {e['refused']:.0f} x 429", "", "", "", "",
+                         f"{BUDGET_WINDOWS} windows; 429s in window 1: {e['refused_first_window']}, after: "
+                         f"{e['refused_after_first']}; {e['rounds']} rounds"))
     lo, sh = s.get("redis.latency.local"), s.get("redis.latency.shared")
     if lo and sh:
         rows.append(("c=1, limit that never waits", "fetchd, local limit", f"{lo['us_per_req']:,.0f} us/request",
@@ -1054,9 +1139,12 @@ def main():
     ap.add_argument("--quick", action="store_true", help="1 round each, small counts: checks the harness")
     ap.add_argument("--profile", action="store_true", help="perf record fetchd under the c=64 small-GET load")
     ap.add_argument("--results", default=os.path.join(BENCH, "results"))
-    ap.add_argument("--only", choices=["rate", "redis", "fetchctl"],
-                    help="run only these rounds (rate: the request-rate limit rows; redis: the shared limit rows)")
+    ap.add_argument("--only", choices=["rate", "redis", "fetchctl", "budget"],
+                    help="run only these rounds (rate: the request-rate limit rows; redis: the shared limit rows; "
+                         "budget: the server-set budget row)")
     ap.add_argument("--rate-rounds", type=int, default=3, help="rounds of the rate-limit rows")
+    ap.add_argument("--budget-rounds", type=int, default=1,
+                    help=f"rounds of the server-set budget row ({BUDGET_WINDOWS * BUDGET_WINDOW:g} s per tool each)")
     ap.add_argument("--cli-calls", type=int, default=200, help="calls of each tool in the fetchctl-vs-curl row")
     args = ap.parse_args()
     if args.quick:
@@ -1067,7 +1155,7 @@ def main():
     src = args.bin or os.environ.get("FETCHD_BIN") or os.path.join(REPO, ".build", "release", "fetchd")
     if not os.access(src, os.X_OK):
         sys.exit(f"no fetchd binary at {src}: run `make bench` (it builds the release daemon)")
-    for tool in ("gcc", "curl", "pkg-config") + (("aria2c",) if args.only not in ("rate", "redis", "fetchctl") else ()) + \
+    for tool in ("gcc", "curl", "pkg-config") + (("aria2c",) if args.only not in ("rate", "redis", "fetchctl", "budget") else ()) + \
             (("redis-server", "redis-benchmark", "redis-cli") if args.only in (None, "redis") else ()) + \
             (("perf",) if args.profile else ()):
         if not shutil.which(tool):
@@ -1104,7 +1192,7 @@ def main():
                   f"{os.cpu_count()}-core machine makes the numbers noisy")
         print("fetchd runs with --max-per-host 0 (no per-host cap; the default is 10); "
               "loopback nginx, 1 worker; medians of interleaved rounds", flush=True)
-        if args.only not in ("rate", "redis", "fetchctl"):
+        if args.only not in ("rate", "redis", "fetchctl", "budget"):
             b.start_sink()
             b.start_echo()
             b.start_aria2()
@@ -1112,7 +1200,7 @@ def main():
         b.fetchd, b.sock = b.start_fetchd()
         time.sleep(1.0)
         t_start = time.monotonic()
-        if args.only not in ("rate", "redis", "fetchctl"):
+        if args.only not in ("rate", "redis", "fetchctl", "budget"):
             print("idle (fresh daemon, 5 s) ...", flush=True)
             b.record(("idle", "fresh"), b.idle, b.fetchd.pid)
             # Warm-up, not recorded: connections, page cache, first allocations.
@@ -1156,12 +1244,14 @@ def main():
                 b.record(("cli", "fetchctl"), cli_calls, fetchctl, b.sock, b.small, n)
             else:
                 print("fetchctl against curl: skipped, the compiled fetchctl is not built (make fetchctl)")
-        if args.only not in ("redis", "fetchctl"):
+        if args.only not in ("redis", "fetchctl", "budget"):
             rate_rounds(b, 1 if args.quick else max(1, args.rate_rounds))
+        if args.only in (None, "budget"):
+            budget_rounds(b, max(1, args.budget_rounds))
         if args.only in (None, "redis"):
             redis_rounds(b, 1 if args.quick else max(1, args.rate_rounds))
 
-        if args.only not in ("rate", "redis", "fetchctl"):
+        if args.only not in ("rate", "redis", "fetchctl", "budget"):
             # The daemon hands freed memory back to the system once, 2 s after its last job
             # (IdleMemoryRelease); idle is measured once that has happened.
             time.sleep(3.0)
@@ -1202,6 +1292,17 @@ def rate_rounds(b, rounds):
             for key, fn, a in same_rate[rot:] + same_rate[:rot]:
                 b.record(key, fn, *a)
         print(f"rate limit: round {rnd + 1}/{rounds} done", flush=True)
+
+
+def budget_rounds(b, rounds):
+    """The server-set budget row: fetchd and the curl loops against an origin that allows
+    BUDGET_LIMIT requests per BUDGET_WINDOW s and answers 429 past it, the order rotated."""
+    b.start_budget_origin()
+    plan = [(("budget", "fetchd"), b.budget_fetchd), (("budget", "curl"), b.budget_curl)]
+    for rnd in range(rounds):
+        for key, fn in plan[rnd % 2:] + plan[:rnd % 2]:
+            b.record(key, fn)
+        print(f"server budget: round {rnd + 1}/{rounds} done", flush=True)
 
 
 def redis_rounds(b, rounds):
