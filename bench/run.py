@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fetchd benchmarks (not tests): fetchd against curl, aria2 and a libcurl multi floor, in one run.
 
-    python3 bench/run.py [--bin PATH] [--rounds N] [--large-rounds N] [--quick] [--profile] [--only rate|redis|fetchctl|budget]
+    python3 bench/run.py [--bin PATH] [--rounds N] [--large-rounds N] [--quick] [--profile] [--only rate|redis|fetchctl|budget|stream]
     make bench            (builds the release daemon first, under the shared build lock)
     make bench-profile    (perf record -g on the release daemon under the small-GET c=64 load)
 
@@ -24,7 +24,9 @@ budget through fetchd (which follows those fields by default), against 4 naive l
 `curl -s URL` for 3 windows; the origin counts the 200s and 429s of each window. One more row, when the
 compiled fetchctl is built (`make fetchctl`): 200 sequential `fetchctl fetch -s URL` against
 `curl -s URL` for the 100-byte file, one process per call (bench/cli_calls.py); `--only
-fetchctl` runs just that row.
+fetchctl` runs just that row. The streaming-body rows (bench/stream_rows.py; `--only stream`):
+1 GiB through `bodyTo` into `| cat` and in `bodyChunk` notifications against `curl | cat`, and
+Server-Sent Events' write-to-read latency through the daemon against a direct socket read.
 
 Rounds are interleaved (every tool once per round, order rotated each round) and the table shows
 medians. CPU: user+sys of the server-side process for fetchd and aria2 (/proc/PID/stat, 10 ms
@@ -51,6 +53,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from procstat import cpu_seconds, mem_kib  # noqa: E402
 from cli_calls import cli_calls, compiled_fetchctl, summarize_cli  # noqa: E402
+from stream_rows import compile_stream, stream_goals, stream_rounds, stream_table, summarize_stream  # noqa: E402
 import urllib.request
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
@@ -275,6 +278,7 @@ class Bench:
             subprocess.run(["gcc", "-O2", "-o", exe, os.path.join(BENCH, name + ".c")] + extra,
                            check=True, timeout=120)
             self.bin[name] = exe
+        compile_stream(self, out)
 
     def start_nginx(self):
         static = os.path.join(self.disk, "static")
@@ -906,6 +910,7 @@ def summarize(b):
         elif k[0] == "redis" and k[1] == "admissions":
             s["redis.admissions"] = {"admissions_per_s": med([r["admissions_per_s"] for r in rounds]),
                                      "rounds": len(rounds)}
+    s.update(summarize_stream(b.raw))
     return s
 
 
@@ -973,6 +978,7 @@ def goals(s):
         add("fetchctl fetch, a process per call", f"{cli['ratio_median']:.2f}x curl", "<= 1.5x curl",
             cli["ratio_median"] <= 1.5,
             f"median {cli['fetchctl']['median_ms']:.2f} ms against curl's {cli['curl']['median_ms']:.2f} ms")
+    stream_goals(s, add)
     return g
 
 
@@ -1081,6 +1087,7 @@ def print_table(s, g, meta):
                      f"p50 {m['p50_us']['median']:.0f} us  p99 {m['p99_us']['median']:.0f} us",
                      f"p99 {m['p99_us']['min']:.0f}-{m['p99_us']['max']:.0f}", "", "", "",
                      f"max {m['max_us']['median'] / 1000:.1f} ms, n={m['n']}, {m['rounds']} rounds"))
+    rows.extend(stream_table(s))
     head = ("scenario", "tool", "median", "min-max", "CPU us/req", "peak RSS MB", "fetchd vs it", "")
     print_rows(head, rows)
     print()
@@ -1139,8 +1146,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="1 round each, small counts: checks the harness")
     ap.add_argument("--profile", action="store_true", help="perf record fetchd under the c=64 small-GET load")
     ap.add_argument("--results", default=os.path.join(BENCH, "results"))
-    ap.add_argument("--only", choices=["rate", "redis", "fetchctl", "budget"],
-                    help="run only these rounds (rate: the request-rate limit rows; redis: the shared limit rows; "
+    ap.add_argument("--only", choices=["rate", "redis", "fetchctl", "budget", "stream"],
+                    help="run only these rounds (rate: the request-rate limit rows; redis: the shared limit rows; stream: the streaming-body rows; "
                          "budget: the server-set budget row)")
     ap.add_argument("--rate-rounds", type=int, default=3, help="rounds of the rate-limit rows")
     ap.add_argument("--budget-rounds", type=int, default=1,
@@ -1155,7 +1162,7 @@ def main():
     src = args.bin or os.environ.get("FETCHD_BIN") or os.path.join(REPO, ".build", "release", "fetchd")
     if not os.access(src, os.X_OK):
         sys.exit(f"no fetchd binary at {src}: run `make bench` (it builds the release daemon)")
-    for tool in ("gcc", "curl", "pkg-config") + (("aria2c",) if args.only not in ("rate", "redis", "fetchctl", "budget") else ()) + \
+    for tool in ("gcc", "curl", "pkg-config") + (("aria2c",) if args.only not in ("rate", "redis", "fetchctl", "budget", "stream") else ()) + \
             (("redis-server", "redis-benchmark", "redis-cli") if args.only in (None, "redis") else ()) + \
             (("perf",) if args.profile else ()):
         if not shutil.which(tool):
@@ -1192,7 +1199,7 @@ def main():
                   f"{os.cpu_count()}-core machine makes the numbers noisy")
         print("fetchd runs with --max-per-host 0 (no per-host cap; the default is 10); "
               "loopback nginx, 1 worker; medians of interleaved rounds", flush=True)
-        if args.only not in ("rate", "redis", "fetchctl", "budget"):
+        if args.only not in ("rate", "redis", "fetchctl", "budget", "stream"):
             b.start_sink()
             b.start_echo()
             b.start_aria2()
@@ -1200,7 +1207,7 @@ def main():
         b.fetchd, b.sock = b.start_fetchd()
         time.sleep(1.0)
         t_start = time.monotonic()
-        if args.only not in ("rate", "redis", "fetchctl", "budget"):
+        if args.only not in ("rate", "redis", "fetchctl", "budget", "stream"):
             print("idle (fresh daemon, 5 s) ...", flush=True)
             b.record(("idle", "fresh"), b.idle, b.fetchd.pid)
             # Warm-up, not recorded: connections, page cache, first allocations.
@@ -1235,6 +1242,8 @@ def main():
                     b.record(key, b.ping, sock, args.pings)
                 print(f"downloads, uploads, pings: round {rnd + 1}/{args.large_rounds} done", flush=True)
 
+        if args.only in (None, "stream"):
+            stream_rounds(b, 1 if args.quick else args.large_rounds, BIG)
         if args.only in (None, "fetchctl"):
             fetchctl = compiled_fetchctl()
             if fetchctl:
@@ -1244,14 +1253,14 @@ def main():
                 b.record(("cli", "fetchctl"), cli_calls, fetchctl, b.sock, b.small, n)
             else:
                 print("fetchctl against curl: skipped, the compiled fetchctl is not built (make fetchctl)")
-        if args.only not in ("redis", "fetchctl", "budget"):
+        if args.only not in ("redis", "fetchctl", "budget", "stream"):
             rate_rounds(b, 1 if args.quick else max(1, args.rate_rounds))
         if args.only in (None, "budget"):
             budget_rounds(b, max(1, args.budget_rounds))
         if args.only in (None, "redis"):
             redis_rounds(b, 1 if args.quick else max(1, args.rate_rounds))
 
-        if args.only not in ("rate", "redis", "fetchctl", "budget"):
+        if args.only not in ("rate", "redis", "fetchctl", "budget", "stream"):
             # The daemon hands freed memory back to the system once, 2 s after its last job
             # (IdleMemoryRelease); idle is measured once that has happened.
             time.sleep(3.0)
