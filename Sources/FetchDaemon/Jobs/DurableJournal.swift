@@ -5,7 +5,7 @@
 /// on an engine thread: the retry budget is written on the blocking threads, and so is the
 /// removal of a job that ended on one.
 final class DurableJournal: JobObserver {
-    struct State: JobState {
+    struct State: DefaultJobState {
         /// The failures the row holds.
         var savedFailures = 0
     }

@@ -24,7 +24,7 @@ struct CacheState: Sendable {
     var heldAnswer: AttemptOutcome?
 }
 
-extension CacheState: JobState {}
+extension CacheState: DefaultJobState {}
 
 extension Optional {
     /// The value, leaving nil behind.

@@ -13,7 +13,7 @@ import FoundationEssentials
 /// redirects, one hop per step, and each hop gets the rule of its own origin, or none.
 final class CredentialStage: Stage {
     /// What the credential stage keeps across a job's attempts.
-    struct State: JobState {
+    struct State: DefaultJobState {
         struct Carried: Sendable {
             let match: CredentialStore.Match
             /// The fetched credential's generation; nil: a fixed one, which a new attempt would

@@ -2,24 +2,29 @@
 /// renewed credential, the cache's stored answer, a download's resume point). Each member
 /// of the pipeline declares its own type; the job holds one slot per member that has
 /// changed its state (`Job.state(of:)`, `Job.withState(of:_:)`).
-protocol JobState: Sendable {
+protocol JobState: Sendable {}
+
+/// A state whose start is the same for every job (`init()`): its member need not say what a
+/// job starts with.
+protocol DefaultJobState: JobState {
     /// The state of a job the member has not touched yet.
     init()
 }
 
 /// The state of a member that keeps none.
-struct NoState: JobState {}
+struct NoState: DefaultJobState {}
 
 /// A stage or an observer (`Pipeline` lists both): a reference made once for the daemon, or
 /// once per job for a kind's own stage, whose per-job state lives in the job.
 protocol PipelineMember: AnyObject, Sendable {
     associatedtype State: JobState = NoState
-    /// The state a job starts with (default: `State()`). Called under the job's lock: it must
-    /// read only the job's constant parts (`spec`, `id`), never a locked member.
+    /// The state a job starts with (`State()` for a `DefaultJobState`). Called under the
+    /// job's lock: it must read only the job's and the member's constant parts (`spec`, `id`),
+    /// never a locked member.
     func initialState(_ job: Job) -> State
 }
 
-extension PipelineMember {
+extension PipelineMember where State: DefaultJobState {
     func initialState(_ job: Job) -> State { State() }
 }
 

@@ -11,28 +11,39 @@ import JSONRPC
 /// on an engine thread: each attempt is prepared there (it hashes what the file holds), a
 /// 416's file is removed there, by the next step's `prepare`, and a download's job ends
 /// there (`JobSpec.preparesOnWorker`).
-final class PartFileStage: Stage, @unchecked Sendable {
+final class PartFileStage: Stage {
+    struct State: JobState {
+        /// Whether the next attempt continues what the file holds.
+        var resume: Bool
+        /// Where the last attempt's range began (0: the whole body).
+        var resumedFrom: Int64 = 0
+        /// A 416 said the file holds the whole answer or more: it goes before the next step.
+        var startOver = false
+    }
+
     let part: PartFile
     let durable: Bool
     let errorBodyLimit: Int
-    // The job's steps only, one at a time (see Stage).
-    private var resume: Bool
-    private var resumedFrom: Int64 = 0
-    /// A 416 said the file holds the whole answer or more: it goes before the next step.
-    private var startOver = false
+    /// `resume` of the download's params: whether its first attempt may continue a part file.
+    let resumes: Bool
 
     init(part: PartFile, resume: Bool, durable: Bool, errorBodyLimit: Int) {
         self.part = part
-        self.resume = resume
+        resumes = resume
         self.durable = durable
         self.errorBodyLimit = errorBodyLimit
     }
 
+    func initialState(_ job: Job) -> State {
+        State(resume: resumes)
+    }
+
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
-        if startOver {
-            part.remove()
-            startOver = false
+        let (resume, startOver) = job.withState(of: self) { state in
+            defer { state.startOver = false }
+            return (state.resume, state.startOver)
         }
+        if startOver { part.remove() }
         var offset: Int64 = 0
         var hash = SHA256()
         if resume, let size = part.size, size > 0, let validator = part.validator {
@@ -41,7 +52,7 @@ final class PartFileStage: Stage, @unchecked Sendable {
             attempt.request.headers.append(HTTPHeader("Range", "bytes=\(size)-"))
             attempt.request.headers.append(HTTPHeader("If-Range", validator))
         }
-        resumedFrom = offset
+        job.withState(of: self) { $0.resumedFrom = offset }
         attempt.request.destination = .file(DownloadTarget(
             partPath: part.path, resumeOffset: offset, hashOfExistingBytes: hash, errorBodyLimit: errorBodyLimit,
             writesBackEarly: durable))
@@ -49,17 +60,21 @@ final class PartFileStage: Stage, @unchecked Sendable {
     }
 
     func judge(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) -> Verdict {
-        guard case .success(let answer) = outcome, answer.status == 416, resumedFrom > 0 else { return .pass }
+        guard outcome.successStatus == 416 else { return .pass }
         // Judged on the engine thread that ended the transfer: the file, possibly the whole
         // size, is removed by the next step's prepare, on the blocking threads.
-        startOver = true
-        resume = false
-        return .next
+        let startsOver = job.withState(of: self) { state -> Bool in
+            guard state.resumedFrom > 0 else { return false }
+            state.startOver = true
+            state.resume = false
+            return true
+        }
+        return startsOver ? .next : .pass
     }
 
     func jobEnded(_ job: Job, _ ending: JobEnding) {
         // A job cancelled between a 416 and the next step: that file holds nothing to resume.
-        if startOver { part.remove() }
+        if job.state(of: self).startOver { part.remove() }
         if !ending.succeeded { part.removeIfEmpty() }
     }
 }

@@ -59,4 +59,4 @@ final class RedirectStage: Stage {
     }
 }
 
-extension RedirectFollowing: JobState {}
+extension RedirectFollowing: DefaultJobState {}

@@ -13,7 +13,7 @@ import Synchronization
 /// goes to the network when the set says so. `delayMs` is a hold released by a timer: no
 /// thread waits.
 final class StubStage: Stage {
-    struct State: JobState {
+    struct State: DefaultJobState {
         /// Set when the job's stub set records it (recordStubs).
         var recording: StubRecording?
     }
