@@ -14,7 +14,7 @@ final class BandwidthStage: Stage {
     }
 
     func prepare(_ attempt: Attempt, _ job: Job) throws -> Preparation {
-        let budgets = admission.receiveBudgets(for: HostLimitStage.host(attempt, job))
+        let budgets = admission.receiveBudgets(for: job.host(of: attempt))
         if !budgets.isEmpty { attempt.request.receiveBudgets = budgets }
         return .proceed
     }

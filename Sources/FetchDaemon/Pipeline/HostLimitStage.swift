@@ -87,11 +87,6 @@ final class HostLimitStage: Stage {
         log.info("pausing \(host) for \(pause) s: status \(answer.status) with Retry-After")
     }
 
-    /// The attempt's own URL decides its host (`Job.host(of:)`).
-    static func host(_ attempt: Attempt, _ job: Job) -> HostKey {
-        job.host(of: attempt)
-    }
-
     static func ticket(_ attempt: Attempt, _ job: Job) -> HostScheduler.Ticket {
         // Most requests give no routing field, and so no cost.
         let cost = job.spec.model.hasRouting ? job.spec.model.routing.cost ?? 1 : 1

@@ -23,7 +23,7 @@ final class ServerLimitStage: Stage {
         guard attempt.substitute == nil else { return }
         if gate.admission.hasAdaptiveLimits { adapt(attempt, outcome, job) }
         guard let headers = outcome.successHeaders else { return }
-        let host = HostLimitStage.host(attempt, job)
+        let host = job.host(of: attempt)
         if let pause = gate.followServer(headers, host: host, sharedHost: false) {
             log.info("pausing \(host) for \(pause) s: the server's rate limit headers say its budget is spent")
         }
@@ -32,7 +32,7 @@ final class ServerLimitStage: Stage {
     /// An answer is a success unless it is a 429 or a 503; a timeout says overloaded too; other
     /// failures (a refused connection, a cancel) say nothing of the server's load.
     private func adapt(_ attempt: Attempt, _ outcome: AttemptOutcome, _ job: Job) {
-        let host = HostLimitStage.host(attempt, job)
+        let host = job.host(of: attempt)
         if let status = outcome.successStatus {
             gate.admission.adapt(host, overloaded: status == 429 || status == 503, elapsed: outcome.successSeconds)
         } else if case .failure(let failed as JobFailed) = outcome, failed.error.kind == .timeout {
