@@ -212,7 +212,11 @@ final class Transfer: @unchecked Sendable {
     private func configureTransport(_ easy: UnsafeMutableRawPointer, _ options: TransportOptions, settings: EngineSettings) {
         switch options.httpVersion {
         case nil: break  // the baseline's: HTTP/2 over TLS when offered
-        case .http1_1?: setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_1_1()))
+        case .http1_1?:
+            setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_1_1()))
+            // libcurl would hand this TLS connection, made with ALPN http/1.1 only, to a later
+            // request of the same host that wants HTTP/2: closed after this transfer instead.
+            if request.url.utf8.prefix(6).map({ $0 | 0x20 }) == Array("https:".utf8) { setLong(CURLOPT_FORBID_REUSE, 1) }
         case .http2?: setLong(CURLOPT_HTTP_VERSION, Int(fetchd_http_version_2()))
         }
         // A proxy's CONNECT carries no custom header lines: it gets the agent from here.

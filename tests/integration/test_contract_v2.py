@@ -245,8 +245,8 @@ def _protocols(t, *versions, base=None):
     return out
 
 
-@unittest.expectedFailure  # libcurl hands a request that wants HTTP/2 the HTTP/1.1 connection another left
 def _http2_after_http1(t):
+    # A TLS connection made for a request forced to HTTP/1.1 is not reused by one that wants HTTP/2.
     t.assertEqual(_protocols(t, "1.1", "2", None), [("HTTP/1.1", "HTTP/1.1"), ("HTTP/2", "HTTP/2.0"),
                                                     ("HTTP/2", "HTTP/2.0")])
 
