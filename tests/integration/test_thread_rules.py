@@ -120,11 +120,14 @@ class TestPartFileOffTheEngine(DaemonTestCase):
         # removed on the blocking threads, before the answer.
         d = self.daemon.tmpdir
         path = os.path.join(d, key("fail") + ".bin")
+        # Bound, never listening, and held until the answer: the connection is refused, and no
+        # other test's server can take the port meanwhile.
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        with self.assertRaises(RPCError) as caught:
-            self.c.call("download", {"url": f"http://127.0.0.1:{port}/x", "path": path, "retry": False}, timeout=20)
+            with self.assertRaises(RPCError) as caught:
+                self.c.call("download", {"url": f"http://127.0.0.1:{port}/x", "path": path, "retry": False},
+                            timeout=20)
         self.assertEqual(caught.exception.code, -32001, caught.exception)
         self.assertFalse(os.path.exists(path + ".part"), "an empty part file was left")
         self.assertEqual(self.c.call("ping"), "pong")
