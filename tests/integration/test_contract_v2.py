@@ -1470,13 +1470,13 @@ def _invalidation(t):
     t.assertEqual(t.got(url), "miss")
 
 
-@unittest.skip("known gap, timing-dependent: an answer is written to the store after it is sent, and a purgeCache "
-               "that comes meanwhile does not remove it (about half of these with 8 MB bodies)")
 def _purge_right_after_the_answer(t):
+    # An answer is written to the store after it is sent; a purge that comes meanwhile still holds.
     for _ in range(10):
         url = t.origin("cc=max-age=60&bytes=8000000")
         t.call("fetch", {"url": url, "responseBody": "none"})
-        t.assertEqual(t.call("purgeCache", {"url": url}), {"removed": 1})
+        # removed: 1, or 0 when the answer was still being written (then it is dropped once written)
+        t.assertIn(t.call("purgeCache", {"url": url}), ({"removed": 1}, {"removed": 0}))
         t.assertEqual(t.got(url, responseBody="none"), "miss")
 
 

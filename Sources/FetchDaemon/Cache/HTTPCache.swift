@@ -27,6 +27,10 @@ final class HTTPCache: Sendable {
     /// Counts the stores that have finished writing: a lookup that missed compares it with
     /// what it read before looking, so a store finishing in between is not missed (`lead`).
     private let storesFinished = Atomic<UInt64>(0)
+    /// The purges of the last five minutes, with when each came: an answer is written to the
+    /// store after it was sent, so a purge its client sends at once can come first; a store
+    /// that lands after a purge of its URL made after its answer came removes what it wrote.
+    private let purges = Locked<[(at: Double, url: String?, prefix: String?)]>([])
 
     /// The background revalidations, waiting for their host or running, so that a shutdown
     /// cancels them (`stopBackground`) and none starts once it has begun.
@@ -161,6 +165,33 @@ final class HTTPCache: Sendable {
 
     // MARK: storing (on the blocking threads)
 
+    /// A purge of `url`, of the URLs under `prefix`, or (neither) of everything, noted before
+    /// it runs.
+    func notePurge(url: String?, prefix: String?) {
+        let at = now()
+        purges.withLock { list in
+            list.removeAll { $0.at < at - 300 }
+            list.append((at, url, prefix))
+        }
+    }
+
+    /// Whether a purge that covers `url` came after `time` (an answer's responseTime).
+    private func purgedAfter(_ time: Double, url: String) -> Bool {
+        purges.withLock { list in
+            list.contains { purge in
+                guard purge.at >= time else { return false }
+                if let one = purge.url { return one == url }
+                if let prefix = purge.prefix { return url.unicodeScalars.starts(with: prefix.unicodeScalars) }
+                return true
+            }
+        }
+    }
+
+    /// After a store: what it wrote goes again when a purge of its URL came meanwhile.
+    private func dropIfPurged(_ key: CacheStage.Key, _ stored: StoredResponse) {
+        if purgedAfter(stored.responseTime, url: key.url) { _ = store.remove(urls: [key.url]) }
+    }
+
     /// Writes the answer's body and stores it (replacing the variant with the same Vary key).
     func store(key: CacheStage.Key, varyKey: String, stored: StoredResponse, body: [UInt8],
                replacing old: CacheStore.Entry?, then done: (@Sendable () -> Void)? = nil) {
@@ -177,6 +208,7 @@ final class HTTPCache: Sendable {
                     // Too large to keep now: the older answer must not outlive it.
                     store.remove(ids: [old.id])
                 }
+                dropIfPurged(key, stored)
             } catch {
                 log.error("cache: cannot store \(URLRedaction.redactURLs(in: key.url)): \(error)")
             }
@@ -201,6 +233,7 @@ final class HTTPCache: Sendable {
                    let old {
                     store.remove(ids: [old.id])
                 }
+                dropIfPurged(key, stored)
             } catch {
                 log.error("cache: cannot store \(URLRedaction.redactURLs(in: key.url)): \(error)")
             }

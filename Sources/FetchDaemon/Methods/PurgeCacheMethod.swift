@@ -17,10 +17,12 @@ struct PurgeCacheMethod: ReplyingRPCMethod {
         }
         try reader.finish()
         guard let cache else { throw CacheError.disabled }
+        let primary = url.map(CacheRules.primaryKey)
+        cache.notePurge(url: primary, prefix: prefix)
         cache.blocking.execute {
             reply(Result {
                 do {
-                    let removed = try cache.store.purge(url: url.map(CacheRules.primaryKey), prefix: prefix)
+                    let removed = try cache.store.purge(url: primary, prefix: prefix)
                     return ["removed": JSONValue(removed)]
                 } catch {
                     throw CacheError.store(path: cache.store.directory + "/index.sqlite", detail: String(describing: error))
