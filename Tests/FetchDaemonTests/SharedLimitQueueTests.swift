@@ -78,6 +78,28 @@ final class SharedLimitQueueTests: XCTestCase {
         XCTAssertEqual(admits(late), [1], "the second time it starts however late")
     }
 
+    func testAnAnswerForNowIsNotLateByItsOwnRoundTrip() {
+        var q = Q(daemonID: "d", redisUp: true)
+        let l = limit(rps: 1_000_000)  // half an interval: 0.5 us
+        for id in 1...3 { _ = q.enqueue(ticket(UInt64(id)), limit: l, now: 0) }
+        // The first answer ("now", 100 us after its question) has no round trip to go by: late.
+        var actions = q.granted(host, delay: 0, askedAt: 0, limit: l, now: 0.0001)
+        XCTAssertEqual(admits(actions), [])
+        XCTAssertEqual(asks(actions), [1])
+        XCTAssertEqual(q.roundTrip, 0.0001, accuracy: 1e-9)
+        actions = q.granted(host, delay: 0, askedAt: 0.0001, limit: l, now: 0.0002)
+        XCTAssertEqual(admits(actions), [1])
+        XCTAssertEqual(asks(actions), [2])
+        // From then on an answer for "now" that took the usual trip starts: one trip per request.
+        actions = q.granted(host, delay: 0, askedAt: 0.0002, limit: l, now: 0.0003)
+        XCTAssertEqual(admits(actions), [2])
+        XCTAssertEqual(asks(actions), [3])
+        // An answer read 10 ms late (the daemon held up) is still a late start.
+        actions = q.granted(host, delay: 0, askedAt: 0.0003, limit: l, now: 0.0103)
+        XCTAssertEqual(admits(actions), [])
+        XCTAssertEqual(asks(actions), [3])
+    }
+
     func testASlowAnswerCountsFromTheQuestion() {
         var q = Q(daemonID: "d", redisUp: true)
         let l = limit(rps: 20)

@@ -98,6 +98,10 @@ struct SharedLimitQueue: Sendable {
     private(set) var leases: [UInt64: (host: HostKey, lease: String)] = [:]
     private(set) var fallbackWaiting: [UInt64: Ticket] = [:]
     private(set) var fallbackRunning: [UInt64: HostKey] = [:]
+    /// The usual time from a question to its answer (smoothed as TCP smooths its round trip,
+    /// 1/8 of each new one): a reservation due sooner than that is late by the trip itself,
+    /// which asking again cannot save.
+    private(set) var roundTrip = 0.0
     private(set) var renewDue: Double?
     private var leaseCounter: UInt64 = 0
 
@@ -186,7 +190,12 @@ struct SharedLimitQueue: Sendable {
             state.lastDue = max(state.lastDue, due)
         }
         hosts[host] = state
-        return actions + pump(host, limit: limit, now: now)
+        actions += pump(host, limit: limit, now: now)
+        // Learnt after this answer's start was judged: a slow answer does not excuse itself.
+        if let askedAt, now >= askedAt {
+            roundTrip = roundTrip == 0 ? now - askedAt : roundTrip + (now - askedAt - roundTrip) / 8
+        }
+        return actions
     }
 
     /// Redis refused the asking ticket: the host is paused, or every shared slot is leased.
@@ -371,8 +380,10 @@ struct SharedLimitQueue: Sendable {
         if let until = state.pausedUntil, until <= now { state.pausedUntil = nil }
         // Reservations that are due start. One that comes more than half an interval late
         // (the daemon was held up) gives its place back and asks again: started now, it would
-        // come too close to the next daemon's starts, which Redis scheduled on time.
-        let lateness = limit.requestsPerSecond.map { 0.5 / $0 } ?? Double.infinity
+        // come too close to the next daemon's starts, which Redis scheduled on time. Twice the
+        // usual round trip is allowed on top: a reservation for "now" is always late by the
+        // trip of its answer, and asking again would cost another trip and come as late.
+        let lateness = limit.requestsPerSecond.map { 0.5 / $0 + 2 * roundTrip } ?? Double.infinity
         while let first = state.reserved.first, first.due <= now + 1e-9 {
             state.reserved.removeFirst()
             if now - first.due > lateness, redisUp, state.askedAgain.insert(first.ticket.id).inserted {
