@@ -664,8 +664,7 @@ static int b64_value(unsigned char ch) {
     return -1;
 }
 
-/* Decodes base64 (padding optional) into a malloc'd, NUL-terminated buffer. */
-static unsigned char *b64_decode(const char *in, size_t in_len, size_t *out_len) {
+unsigned char *fetchd_base64_decode(const char *in, size_t in_len, size_t *out_len) {
     unsigned char *out = malloc(in_len / 4 * 3 + 4);
     if (!out)
         return NULL;
@@ -732,7 +731,7 @@ static fetchd_status fill_response(json_t *result, fetchd_response *r, fetchd_er
             r->body[r->body_len] = 0;
         }
     } else if (json_is_string(b64)) {
-        r->body = b64_decode(json_string_value(b64), json_string_length(b64), &r->body_len);
+        r->body = fetchd_base64_decode(json_string_value(b64), json_string_length(b64), &r->body_len);
         if (!r->body) {
             fetchd_response_free(r);
             return fail(err, FETCHD_ERR_PROTOCOL, 0, NULL, "bodyBase64 is not valid base64");

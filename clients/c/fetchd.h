@@ -166,6 +166,10 @@ void fetchd_response_free(fetchd_response *response);
 /* A response header by name (case-insensitive), or NULL. Borrowed from response. */
 const char *fetchd_response_header(const fetchd_response *response, const char *name);
 
+/* Decodes base64 (padding optional) into a malloc'd, NUL-terminated buffer (*out_len bytes,
+ * the NUL not counted); NULL when in is not base64 or memory ran out. */
+unsigned char *fetchd_base64_decode(const char *in, size_t in_len, size_t *out_len);
+
 /* GET url and wait. On FETCHD_OK *response is filled (body decoded from text or base64). */
 fetchd_status fetchd_fetch(fetchd_client *client, const char *url, fetchd_response *response,
                            fetchd_error *err);

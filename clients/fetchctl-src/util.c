@@ -337,15 +337,6 @@ char *base64_encode(const unsigned char *data, size_t len) {
     return out;
 }
 
-static int b64_value(unsigned char c) {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-}
-
 size_t base64_decoded_size(const char *in) {
     size_t n = strlen(in);
     while (n && in[n - 1] == '=')
@@ -354,28 +345,7 @@ size_t base64_decoded_size(const char *in) {
 }
 
 unsigned char *base64_decode(const char *in, size_t in_len, size_t *out_len) {
-    unsigned char *out = xmalloc(in_len / 4 * 3 + 4);
-    size_t n = 0;
-    unsigned acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < in_len; i++) {
-        int v = b64_value((unsigned char)in[i]);
-        if (v < 0) {
-            if (in[i] == '=')
-                break;
-            free(out);
-            return NULL;
-        }
-        acc = (acc << 6) | (unsigned)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[n++] = (unsigned char)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    *out_len = n;
-    return out;
+    return fetchd_base64_decode(in, in_len, out_len);
 }
 
 /* -------------------------------------------------------------------- json */
